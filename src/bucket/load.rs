@@ -1,0 +1,203 @@
+//! The catalog loader: lists a location and fetches, with bounded concurrency, only what changed since the
+//! previous refresh. Every object it cannot use is reported by key and skipped; the rest is unaffected.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, GetResult};
+
+use super::list::{backup_names, backup_objects, version_of};
+use super::store::Store;
+use crate::catalog::decode::{self, ResourceList};
+use crate::catalog::refresh::{ListedBackup, Step, decide, group_listing};
+use crate::catalog::{BackupFile, CatalogBackup, Layout, Listing, Location, LocationCatalog, ObjectVersion};
+
+/// Concurrent requests per location unless configured otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("location {location:?}: cannot list {key}: {source}")]
+    Unreadable { location: String, key: String, source: object_store::Error },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("cannot read: {0}")]
+    Read(#[from] object_store::Error),
+    #[error("{0}")]
+    Decode(#[from] decode::DecodeError),
+}
+
+/// Reads one location into a [`LocationCatalog`].
+#[derive(Debug, Clone)]
+pub struct Loader {
+    store: Store,
+    layout: Layout,
+    location: Location,
+    concurrency: usize,
+}
+
+/// The outcome of fetching one backup.
+enum Fetched {
+    Ok(CatalogBackup),
+    /// The store failed (possibly transiently): keep what we had.
+    ReadFailed { key: String, error: String },
+    /// The bytes are bad: report and skip.
+    Bad { key: String, error: String },
+}
+
+impl Loader {
+    pub fn new(store: Store, location: Location, concurrency: usize) -> Self {
+        let layout = Layout::new(&location.prefix);
+        Self { store, layout, location, concurrency: concurrency.max(1) }
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Lists the location and returns its catalog, reusing every entry of `previous` whose objects did not
+    /// change (no request for those beyond the listing).
+    pub async fn refresh(&self, previous: Option<&LocationCatalog>) -> Result<LocationCatalog, LoadError> {
+        let names = backup_names(&self.store, &self.layout).await.map_err(|source| LoadError::Unreadable {
+            location: self.location.name.clone(),
+            key: self.layout.backups_dir(),
+            source,
+        })?;
+        let objects = backup_objects(&self.store, &self.layout, &names.names, self.concurrency).await;
+        let mut catalog = LocationCatalog::empty(self.location.clone());
+        let incomplete = names.incomplete.clone().or(objects.incomplete.clone());
+        if let Some(reason) = &incomplete {
+            catalog.error(self.layout.backups_dir(), format!("listing incomplete, previous entries kept: {reason}"));
+            catalog.listing = Listing::Incomplete { reason: reason.clone() };
+        }
+        let listed = group_listing(&self.layout, names.names, objects.objects.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let prev_entry = |name: &str| previous.and_then(|p| p.backups.get(name));
+
+        let mut seen = std::collections::BTreeSet::new();
+        let mut fetches = Vec::new();
+        for item in listed {
+            seen.insert(item.name.clone());
+            let prev = prev_entry(&item.name);
+            match decide(item, prev) {
+                Step::Reuse(entry) => {
+                    catalog.backups.insert(entry.name.clone(), entry);
+                }
+                // A name whose objects a failed listing page did not reach is not "missing".
+                Step::MissingMetadata { name } if incomplete.is_some() => {
+                    if let Some(entry) = prev {
+                        catalog.backups.insert(name, entry.clone());
+                    } else {
+                        catalog.skipped.insert(name);
+                    }
+                }
+                Step::MissingMetadata { name } => {
+                    let key = self.layout.key(&name, BackupFile::Metadata);
+                    catalog.error(key, "missing: a backup directory without velero-backup.json is not a backup (half-written or foreign)");
+                    catalog.skipped.insert(name);
+                }
+                Step::Fetch { listed, metadata, pod_volume_backups, previous } => {
+                    fetches.push((listed, metadata, pod_volume_backups, previous));
+                }
+            }
+        }
+        if incomplete.is_some() {
+            // Backups the listing did not reach keep their previous entries: absence proves nothing.
+            for (name, entry) in previous.iter().flat_map(|p| p.backups.iter()) {
+                if !seen.contains(name) {
+                    catalog.backups.insert(name.clone(), entry.clone());
+                }
+            }
+        }
+
+        let results: Vec<(String, Option<Arc<CatalogBackup>>, Fetched)> = futures::stream::iter(fetches)
+            .map(|(listed, metadata, pvbs, previous)| {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let fetched = this.fetch(&listed, metadata, pvbs, previous.as_deref()).await;
+                    (listed.name, previous, fetched)
+                })
+            })
+            .buffer_unordered(self.concurrency)
+            .filter_map(|joined| async move { joined.ok() })
+            .collect()
+            .await;
+        for (name, previous, fetched) in results {
+            match fetched {
+                Fetched::Ok(entry) => {
+                    catalog.backups.insert(name, Arc::new(entry));
+                }
+                Fetched::ReadFailed { key, error } => {
+                    catalog.error(key, error);
+                    match previous {
+                        Some(entry) => {
+                            catalog.backups.insert(name, entry);
+                        }
+                        None => {
+                            catalog.skipped.insert(name);
+                        }
+                    }
+                }
+                Fetched::Bad { key, error } => {
+                    catalog.error(key, error);
+                    catalog.skipped.insert(name);
+                }
+            }
+        }
+        catalog.errors.sort();
+        Ok(catalog)
+    }
+
+    /// Fetches the changed parts of one backup; unchanged parts come from `previous`.
+    async fn fetch(&self, listed: &ListedBackup, metadata: bool, pvbs: bool, previous: Option<&CatalogBackup>) -> Fetched {
+        let name = listed.name.as_str();
+        let meta_key = self.layout.key(name, BackupFile::Metadata);
+        let (backup, metadata_version) = match (metadata, previous) {
+            (false, Some(prev)) => (prev.backup.clone(), prev.metadata_version.clone()),
+            _ => match self.get(&meta_key).await {
+                Ok((bytes, version)) => match decode::backup_metadata(name, &bytes) {
+                    Ok(backup) => (backup, version),
+                    Err(e) => return Fetched::Bad { key: meta_key, error: e.to_string() },
+                },
+                Err(e) => return Fetched::ReadFailed { key: meta_key, error: e.to_string() },
+            },
+        };
+        let pvb_key = self.layout.key(name, BackupFile::PodVolumeBackups);
+        let listed_pvbs = listed.pod_volume_backups.is_some();
+        let (pod_volume_backups, pod_volume_backups_version) = match (pvbs, previous) {
+            (false, Some(prev)) if listed_pvbs => (prev.pod_volume_backups.clone(), prev.pod_volume_backups_version.clone()),
+            (false, _) => (Vec::new(), None),
+            (true, _) => match self.get(&pvb_key).await {
+                Ok((bytes, version)) => match decode::pod_volume_backups(&bytes) {
+                    Ok(items) => (items, Some(version)),
+                    Err(e) => return Fetched::Bad { key: pvb_key, error: e.to_string() },
+                },
+                Err(object_store::Error::NotFound { .. }) => (Vec::new(), None),
+                Err(e) => return Fetched::ReadFailed { key: pvb_key, error: e.to_string() },
+            },
+        };
+        let has_resource_list = listed.has_resource_list;
+        Fetched::Ok(CatalogBackup {
+            name: name.to_string(),
+            backup,
+            pod_volume_backups,
+            metadata_version,
+            pod_volume_backups_version,
+            has_resource_list,
+        })
+    }
+
+    async fn get(&self, key: &str) -> Result<(bytes::Bytes, ObjectVersion), object_store::Error> {
+        let result: GetResult = self.store.objects.get(&Path::from(key)).await?;
+        let version = version_of(&result.meta);
+        Ok((result.bytes().await?, version))
+    }
+
+    /// Reads `<name>-resource-list.json.gz` (on demand: plans do not need it).
+    pub async fn resource_list(&self, name: &str) -> Result<ResourceList, FetchError> {
+        let (bytes, _) = self.get(&self.layout.key(name, BackupFile::ResourceList)).await?;
+        Ok(decode::resource_list(&bytes)?)
+    }
+}

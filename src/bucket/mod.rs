@@ -1,0 +1,9 @@
+//! The bucket adapter: object stores opened from location URLs, listed and read into the catalog.
+
+pub mod list;
+pub mod load;
+pub mod metered;
+pub mod store;
+
+pub use store::{OpenError, Store, StoreConfig, open};
+pub use load::{DEFAULT_CONCURRENCY, LoadError, Loader};

@@ -1,0 +1,89 @@
+//! The catalog: what a location (a bucket + prefix in Velero's layout) holds, as typed backups.
+//!
+//! Pure: decoding and the refresh bookkeeping live here; reading the bucket is `crate::bucket`'s job.
+
+pub mod decode;
+pub mod layout;
+pub mod location;
+pub mod refresh;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::model::{Backup, Object, PodVolumeBackup};
+
+pub use layout::{BackupFile, Layout};
+pub use location::{Location, StoreKind};
+
+/// Identifies one stored version of an object, to avoid fetching it again when it did not change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    pub e_tag: Option<String>,
+    pub size: u64,
+    /// Milliseconds since the Unix epoch.
+    pub last_modified_ms: i64,
+}
+
+impl ObjectVersion {
+    /// Same ETag (and size), or where a store has no ETag, same size and last-modified time.
+    pub fn same_as(&self, other: &ObjectVersion) -> bool {
+        match (&self.e_tag, &other.e_tag) {
+            (Some(a), Some(b)) => a == b && self.size == other.size,
+            _ => self.size == other.size && self.last_modified_ms == other.last_modified_ms,
+        }
+    }
+}
+
+/// One backup as read from its location.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogBackup {
+    pub name: String,
+    /// `velero-backup.json`.
+    pub backup: Object<Backup>,
+    /// `<name>-podvolumebackups.json.gz`; empty when the file is absent or `null`.
+    pub pod_volume_backups: Vec<Object<PodVolumeBackup>>,
+    pub metadata_version: ObjectVersion,
+    /// `None` when the backup has no PVB file.
+    pub pod_volume_backups_version: Option<ObjectVersion>,
+    /// Whether `<name>-resource-list.json.gz` exists (it is read on demand).
+    pub has_resource_list: bool,
+}
+
+/// A problem with one object: which location, which key, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+pub struct CatalogError {
+    pub location: String,
+    pub object: String,
+    pub error: String,
+}
+
+/// Whether the last listing saw the whole location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    Complete,
+    /// Some pages could not be read: backups not seen keep their previous entries, and absence proves nothing.
+    Incomplete { reason: String },
+}
+
+/// Everything read from one location in one refresh.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocationCatalog {
+    pub location: Location,
+    pub backups: BTreeMap<String, Arc<CatalogBackup>>,
+    /// Backups present in the bucket but unusable this pass (see `errors`): present, so never "deleted".
+    pub skipped: BTreeSet<String>,
+    pub errors: Vec<CatalogError>,
+    pub listing: Listing,
+}
+
+impl LocationCatalog {
+    pub fn empty(location: Location) -> Self {
+        Self { location, backups: BTreeMap::new(), skipped: BTreeSet::new(), errors: Vec::new(), listing: Listing::Complete }
+    }
+
+    pub fn error(&mut self, object: impl Into<String>, error: impl ToString) {
+        self.errors.push(CatalogError { location: self.location.name.clone(), object: object.into(), error: error.to_string() });
+    }
+}

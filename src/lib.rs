@@ -1,0 +1,9 @@
+//! ferry federates Velero/OADP backup inventories across Kubernetes clusters.
+//!
+//! Pure core: [`catalog`] (bucket bytes → typed backups), [`resolve`] (ownership and namespace mapping),
+//! [`plan`] (the desired objects per cluster). IO at the edges: [`bucket`] (object stores).
+
+pub mod bucket;
+pub mod catalog;
+pub mod model;
+pub mod resolve;

@@ -1,0 +1,109 @@
+//! What one cluster holds of the kinds ferry plans against: Namespaces, BSLs, Backups, PVBs and NABs.
+//!
+//! Built from watch caches by the agent, or from `kubectl get -o json` output for `ferry plan`.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::object::{Kind, Object};
+use super::{Backup, BackupStorageLocation, NonAdminBackup, PodVolumeBackup};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Inventory {
+    /// Namespaces that exist and are not being deleted.
+    pub namespaces: BTreeSet<String>,
+    pub storage_locations: Vec<Object<BackupStorageLocation>>,
+    pub backups: Vec<Object<Backup>>,
+    pub pod_volume_backups: Vec<Object<PodVolumeBackup>>,
+    pub non_admin_backups: Vec<Object<NonAdminBackup>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("item {index} has no kind")]
+    MissingKind { index: usize },
+    #[error("{kind} {name:?} (item {index}) is malformed: {source}")]
+    Malformed { index: usize, kind: String, name: String, source: serde_json::Error },
+}
+
+impl Inventory {
+    /// Adds a `kubectl get -o json` document: a `List`, a typed list (`BackupList`, …) or a single object.
+    /// Kinds ferry does not plan against are ignored. Returns how many objects were taken.
+    pub fn add_document(&mut self, doc: Value) -> Result<usize, InventoryError> {
+        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let Some(items) = doc.get("items").and_then(Value::as_array) else {
+            return self.add_object(0, doc, None).map(usize::from);
+        };
+        // Items of a typed list (as the API returns them) carry no kind of their own.
+        let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty()).map(str::to_string);
+        let mut taken = 0;
+        for (index, item) in items.iter().enumerate() {
+            taken += usize::from(self.add_object(index, item.clone(), item_kind.as_deref())?);
+        }
+        Ok(taken)
+    }
+
+    fn add_object(&mut self, index: usize, item: Value, default_kind: Option<&str>) -> Result<bool, InventoryError> {
+        let kind = item
+            .get("kind")
+            .and_then(Value::as_str)
+            .or(default_kind)
+            .ok_or(InventoryError::MissingKind { index })?
+            .to_string();
+        let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let malformed = |source| InventoryError::Malformed { index, kind: kind.clone(), name: name.clone(), source };
+        match kind.as_str() {
+            "Namespace" => {
+                let terminating = item.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+                if name.is_empty() {
+                    return Err(malformed(serde::de::Error::custom("metadata.name is missing")));
+                }
+                if !terminating {
+                    self.namespaces.insert(name);
+                }
+            }
+            BackupStorageLocation::KIND => self.storage_locations.push(Object::from_value(item).map_err(malformed)?),
+            Backup::KIND => self.backups.push(Object::from_value(item).map_err(malformed)?),
+            PodVolumeBackup::KIND => self.pod_volume_backups.push(Object::from_value(item).map_err(malformed)?),
+            NonAdminBackup::KIND => self.non_admin_backups.push(Object::from_value(item).map_err(malformed)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_lists_typed_lists_and_single_objects() {
+        let mut inv = Inventory::default();
+        let list = json!({"kind": "List", "items": [
+            {"kind": "Namespace", "metadata": {"name": "team-a"}},
+            {"kind": "Namespace", "metadata": {"name": "gone"}, "status": {"phase": "Terminating"}},
+            {"kind": "ConfigMap", "metadata": {"name": "ignored"}},
+        ]});
+        assert_eq!(inv.add_document(list).unwrap(), 2);
+        let typed = json!({"kind": "BackupList", "items": [{"metadata": {"name": "b1", "namespace": "velero"}}]});
+        assert_eq!(inv.add_document(typed).unwrap(), 1);
+        let single = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "team-a"}});
+        assert_eq!(inv.add_document(single).unwrap(), 1);
+        assert_eq!(inv.namespaces.iter().collect::<Vec<_>>(), ["team-a"]);
+        assert_eq!(inv.backups[0].name(), "b1");
+        assert_eq!(inv.non_admin_backups[0].namespace(), "team-a");
+    }
+
+    #[test]
+    fn a_malformed_item_is_an_error_naming_it() {
+        let mut inv = Inventory::default();
+        let bad = json!({"kind": "List", "items": [
+            {"kind": "Backup", "metadata": {"name": "b1"}, "status": {"phase": "Exploded"}}
+        ]});
+        let err = inv.add_document(bad).unwrap_err().to_string();
+        assert!(err.contains("Backup \"b1\""), "{err}");
+        assert!(err.contains("Exploded"), "{err}");
+    }
+}

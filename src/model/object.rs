@@ -1,0 +1,63 @@
+//! An object as read (from a bucket or a cluster): its typed view for decisions, and its raw JSON so that
+//! nothing we do not model is lost when we re-create it.
+//!
+//! The raw JSON is kept compact (`RawValue`), not as a `serde_json::Value` tree: a catalog of 100k backups
+//! holds it for every backup and PVB, and a tree costs several times the text.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::meta::ObjectMeta;
+
+/// A Kubernetes kind ferry models.
+pub trait Kind: DeserializeOwned {
+    const API_VERSION: &'static str;
+    const KIND: &'static str;
+    fn metadata(&self) -> &ObjectMeta;
+}
+
+/// Typed view plus the exact JSON it came from.
+#[derive(Debug, Clone)]
+pub struct Object<K> {
+    pub view: K,
+    raw: Box<RawValue>,
+}
+
+impl<K: Kind> Object<K> {
+    /// Parses `raw` as `K`. The raw JSON is kept whole, including fields `K` does not know.
+    pub fn from_value(raw: Value) -> Result<Self, serde_json::Error> {
+        let view = K::deserialize(&raw)?;
+        let raw = serde_json::value::to_raw_value(&raw)?;
+        Ok(Self { view, raw })
+    }
+
+    pub fn meta(&self) -> &ObjectMeta {
+        self.view.metadata()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.meta().name
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.meta().namespace()
+    }
+
+    /// The raw JSON as a tree, to be edited into the object ferry would create.
+    pub fn to_value(&self) -> Value {
+        // The text was produced by serde_json from a Value, so it parses back.
+        serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
+    }
+
+    /// The compact raw JSON text.
+    pub fn raw_json(&self) -> &str {
+        self.raw.get()
+    }
+}
+
+impl<K: PartialEq> PartialEq for Object<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.view == other.view && self.raw.get() == other.raw.get()
+    }
+}
