@@ -5,5 +5,7 @@
 
 pub mod bucket;
 pub mod catalog;
+pub mod fixture;
 pub mod model;
+pub mod plan;
 pub mod resolve;

@@ -26,7 +26,11 @@ pub struct Objects {
 }
 
 pub fn version_of(meta: &ObjectMeta) -> ObjectVersion {
-    ObjectVersion { e_tag: meta.e_tag.clone(), size: meta.size, last_modified_ms: meta.last_modified.timestamp_millis() }
+    ObjectVersion {
+        e_tag: meta.e_tag.clone(),
+        size: meta.size,
+        last_modified_ms: meta.last_modified.timestamp_millis(),
+    }
 }
 
 /// Lists backup names. Fails only when nothing could be listed: an unreadable location is an error, never
@@ -36,14 +40,17 @@ pub async fn backup_names(store: &Store, layout: &Layout) -> Result<Names, objec
     let mut names = Vec::new();
     let Some(pager) = &store.pager else {
         let listing = store.objects.list_with_delimiter(Some(&Path::from(dir.as_str()))).await?;
-        names.extend(listing.common_prefixes.iter().filter_map(|p| layout.backup_of_dir(p.as_ref()).map(str::to_string)));
+        names.extend(
+            listing.common_prefixes.iter().filter_map(|p| layout.backup_of_dir(p.as_ref()).map(str::to_string)),
+        );
         sort_like_store(&mut names);
         return Ok(Names { names, incomplete: None });
     };
     let mut page_token = None;
     let mut page = 0usize;
     loop {
-        let opts = PaginatedListOptions { delimiter: Some("/".into()), page_token: page_token.take(), ..Default::default() };
+        let opts =
+            PaginatedListOptions { delimiter: Some("/".into()), page_token: page_token.take(), ..Default::default() };
         let result = match pager.list_paginated(Some(&dir), opts).await {
             Ok(result) => result,
             Err(e) if page == 0 => return Err(e),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStoreExt, GetResult};
+use object_store::{GetResult, ObjectStoreExt};
 
 use super::list::{backup_names, backup_objects, version_of};
 use super::store::Store;
@@ -43,9 +43,15 @@ pub struct Loader {
 enum Fetched {
     Ok(CatalogBackup),
     /// The store failed (possibly transiently): keep what we had.
-    ReadFailed { key: String, error: String },
+    ReadFailed {
+        key: String,
+        error: String,
+    },
     /// The bytes are bad: report and skip.
-    Bad { key: String, error: String },
+    Bad {
+        key: String,
+        error: String,
+    },
 }
 
 impl Loader {
@@ -73,7 +79,8 @@ impl Loader {
             catalog.error(self.layout.backups_dir(), format!("listing incomplete, previous entries kept: {reason}"));
             catalog.listing = Listing::Incomplete { reason: reason.clone() };
         }
-        let listed = group_listing(&self.layout, names.names, objects.objects.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let listed =
+            group_listing(&self.layout, names.names, objects.objects.iter().map(|(k, v)| (k.as_str(), v.clone())));
         let prev_entry = |name: &str| previous.and_then(|p| p.backups.get(name));
 
         let mut seen = std::collections::BTreeSet::new();
@@ -151,7 +158,13 @@ impl Loader {
     }
 
     /// Fetches the changed parts of one backup; unchanged parts come from `previous`.
-    async fn fetch(&self, listed: &ListedBackup, metadata: bool, pvbs: bool, previous: Option<&CatalogBackup>) -> Fetched {
+    async fn fetch(
+        &self,
+        listed: &ListedBackup,
+        metadata: bool,
+        pvbs: bool,
+        previous: Option<&CatalogBackup>,
+    ) -> Fetched {
         let name = listed.name.as_str();
         let meta_key = self.layout.key(name, BackupFile::Metadata);
         let (backup, metadata_version) = match (metadata, previous) {
@@ -167,7 +180,9 @@ impl Loader {
         let pvb_key = self.layout.key(name, BackupFile::PodVolumeBackups);
         let listed_pvbs = listed.pod_volume_backups.is_some();
         let (pod_volume_backups, pod_volume_backups_version) = match (pvbs, previous) {
-            (false, Some(prev)) if listed_pvbs => (prev.pod_volume_backups.clone(), prev.pod_volume_backups_version.clone()),
+            (false, Some(prev)) if listed_pvbs => {
+                (prev.pod_volume_backups.clone(), prev.pod_volume_backups_version.clone())
+            }
             (false, _) => (Vec::new(), None),
             (true, _) => match self.get(&pvb_key).await {
                 Ok((bytes, version)) => match decode::pod_volume_backups(&bytes) {

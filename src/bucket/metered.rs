@@ -50,7 +50,12 @@ impl RequestCounts {
 impl std::ops::Sub for RequestTally {
     type Output = RequestTally;
     fn sub(self, rhs: Self) -> Self {
-        RequestTally { get: self.get - rhs.get, head: self.head - rhs.head, list: self.list - rhs.list, put: self.put - rhs.put }
+        RequestTally {
+            get: self.get - rhs.get,
+            head: self.head - rhs.head,
+            list: self.list - rhs.list,
+            put: self.put - rhs.put,
+        }
     }
 }
 
@@ -62,7 +67,9 @@ fn bump(counter: &AtomicU64) {
 pub fn meter(store: Store) -> (Store, Arc<RequestCounts>) {
     let counts = Arc::new(RequestCounts::default());
     let objects = Arc::new(MeteredObjects { inner: store.objects, counts: counts.clone() });
-    let pager = store.pager.map(|inner| Arc::new(MeteredPager { inner, counts: counts.clone() }) as Arc<dyn PaginatedListStore>);
+    let pager = store
+        .pager
+        .map(|inner| Arc::new(MeteredPager { inner, counts: counts.clone() }) as Arc<dyn PaginatedListStore>);
     (Store { objects, pager, ..store }, counts)
 }
 

@@ -5,5 +5,5 @@ pub mod load;
 pub mod metered;
 pub mod store;
 
-pub use store::{OpenError, Store, StoreConfig, open};
 pub use load::{DEFAULT_CONCURRENCY, LoadError, Loader};
+pub use store::{OpenError, Store, StoreConfig, open};

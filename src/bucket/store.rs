@@ -59,7 +59,8 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
     match scheme {
         "s3" | "s3a" => {
             let bucket = host_of(rest).ok_or_else(|| bad("no bucket after s3://"))?;
-            let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket).with_client_options(client_options());
+            let mut builder =
+                AmazonS3Builder::from_env().with_bucket_name(bucket).with_client_options(client_options());
             if let Some(endpoint) = &config.endpoint {
                 builder = builder.with_endpoint(endpoint);
             }
@@ -90,7 +91,12 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
                 .build()
                 .map_err(store_err)?;
             let azure = Arc::new(azure);
-            Ok(Store { objects: azure.clone(), pager: Some(azure), kind: StoreKind::Azure, bucket: container.to_string() })
+            Ok(Store {
+                objects: azure.clone(),
+                pager: Some(azure),
+                kind: StoreKind::Azure,
+                bucket: container.to_string(),
+            })
         }
         "file" => {
             let path = resolve_path(&config.base_dir, rest);
@@ -101,7 +107,12 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
         }
         "memory" => {
             let name = host_of(rest).unwrap_or("default");
-            Ok(Store { objects: shared_memory_store(name), pager: None, kind: StoreKind::Local, bucket: name.to_string() })
+            Ok(Store {
+                objects: shared_memory_store(name),
+                pager: None,
+                kind: StoreKind::Local,
+                bucket: name.to_string(),
+            })
         }
         other => Err(bad(&format!("unsupported scheme {other:?}; use s3://, gs://, az://, file:// or memory://"))),
     }

@@ -78,10 +78,7 @@ pub fn resource_list(bytes: &[u8]) -> Result<ResourceList, DecodeError> {
 
 fn gzip_json(bytes: &[u8]) -> Result<Value, DecodeError> {
     let mut text = Vec::new();
-    MultiGzDecoder::new(bytes)
-        .take(MAX_DECOMPRESSED_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(DecodeError::Gzip)?;
+    MultiGzDecoder::new(bytes).take(MAX_DECOMPRESSED_BYTES + 1).read_to_end(&mut text).map_err(DecodeError::Gzip)?;
     if text.len() as u64 > MAX_DECOMPRESSED_BYTES {
         return Err(DecodeError::TooLarge);
     }
@@ -129,7 +126,8 @@ mod tests {
 
     #[test]
     fn metadata_is_checked_against_its_directory() {
-        let json = br#"{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"b1"},"status":{"phase":"Completed"}}"#;
+        let json =
+            br#"{"apiVersion":"velero.io/v1","kind":"Backup","metadata":{"name":"b1"},"status":{"phase":"Completed"}}"#;
         assert_eq!(backup_metadata("b1", json).unwrap().name(), "b1");
         assert!(matches!(backup_metadata("b2", json), Err(DecodeError::NameMismatch { .. })));
         assert!(matches!(backup_metadata("b1", b"{\"metadata\":"), Err(DecodeError::Json(_))));
@@ -151,7 +149,8 @@ mod tests {
     fn pvb_file_shapes() {
         assert!(pod_volume_backups(&gz("null\n")).unwrap().is_empty());
         assert!(pod_volume_backups(&gz("[]")).unwrap().is_empty());
-        let one = pod_volume_backups(&gz(r#"[{"metadata":{"name":"b1-x"},"spec":{"pod":{"namespace":"a"}}}]"#)).unwrap();
+        let one =
+            pod_volume_backups(&gz(r#"[{"metadata":{"name":"b1-x"},"spec":{"pod":{"namespace":"a"}}}]"#)).unwrap();
         assert_eq!(one[0].view.spec.pod.namespace, "a");
         assert!(pod_volume_backups(&gz("{}")).unwrap_err().to_string().contains("array or null"));
         assert!(pod_volume_backups(&gz("[1]")).unwrap_err().to_string().contains("item 0"));

@@ -102,7 +102,8 @@ mod tests {
     #[test]
     fn classify_inverts_key() {
         let l = Layout::new("p/q");
-        for file in [BackupFile::Metadata, BackupFile::PodVolumeBackups, BackupFile::ResourceList, BackupFile::Tarball] {
+        for file in [BackupFile::Metadata, BackupFile::PodVolumeBackups, BackupFile::ResourceList, BackupFile::Tarball]
+        {
             let key = l.key("daily-1", file);
             assert_eq!(l.classify(&key), Some(("daily-1", file)));
         }

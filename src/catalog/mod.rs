@@ -64,7 +64,9 @@ pub struct CatalogError {
 pub enum Listing {
     Complete,
     /// Some pages could not be read: backups not seen keep their previous entries, and absence proves nothing.
-    Incomplete { reason: String },
+    Incomplete {
+        reason: String,
+    },
 }
 
 /// Everything read from one location in one refresh.
@@ -80,10 +82,20 @@ pub struct LocationCatalog {
 
 impl LocationCatalog {
     pub fn empty(location: Location) -> Self {
-        Self { location, backups: BTreeMap::new(), skipped: BTreeSet::new(), errors: Vec::new(), listing: Listing::Complete }
+        Self {
+            location,
+            backups: BTreeMap::new(),
+            skipped: BTreeSet::new(),
+            errors: Vec::new(),
+            listing: Listing::Complete,
+        }
     }
 
     pub fn error(&mut self, object: impl Into<String>, error: impl ToString) {
-        self.errors.push(CatalogError { location: self.location.name.clone(), object: object.into(), error: error.to_string() });
+        self.errors.push(CatalogError {
+            location: self.location.name.clone(),
+            object: object.into(),
+            error: error.to_string(),
+        });
     }
 }

@@ -26,7 +26,8 @@ pub fn group_listing<'a>(
     let mut by_name: BTreeMap<String, ListedBackup> = names
         .into_iter()
         .map(|name| {
-            let listed = ListedBackup { name: name.clone(), metadata: None, pod_volume_backups: None, has_resource_list: false };
+            let listed =
+                ListedBackup { name: name.clone(), metadata: None, pod_volume_backups: None, has_resource_list: false };
             (name, listed)
         })
         .collect();
@@ -75,7 +76,12 @@ pub fn decide(listed: ListedBackup, previous: Option<&Arc<CatalogBackup>>) -> St
     if !metadata_changed && !pvbs_changed && !pvbs_vanished && !resource_list_changed {
         return Step::Reuse(Arc::clone(prev));
     }
-    Step::Fetch { listed, metadata: metadata_changed, pod_volume_backups: pvbs_changed, previous: Some(Arc::clone(prev)) }
+    Step::Fetch {
+        listed,
+        metadata: metadata_changed,
+        pod_volume_backups: pvbs_changed,
+        previous: Some(Arc::clone(prev)),
+    }
 }
 
 #[cfg(test)]
@@ -100,7 +106,12 @@ mod tests {
     }
 
     fn listed(meta: Option<&str>, pvbs: Option<&str>) -> ListedBackup {
-        ListedBackup { name: "b".into(), metadata: meta.map(v), pod_volume_backups: pvbs.map(v), has_resource_list: false }
+        ListedBackup {
+            name: "b".into(),
+            metadata: meta.map(v),
+            pod_volume_backups: pvbs.map(v),
+            has_resource_list: false,
+        }
     }
 
     #[test]
@@ -112,7 +123,11 @@ mod tests {
             ("velero/backups/b/b-resource-list.json.gz".to_string(), v("3")),
             ("velero/backups/late/velero-backup.json".to_string(), v("4")),
         ];
-        let grouped = group_listing(&layout, ["b".to_string(), "empty".to_string()], keys.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let grouped = group_listing(
+            &layout,
+            ["b".to_string(), "empty".to_string()],
+            keys.iter().map(|(k, v)| (k.as_str(), v.clone())),
+        );
         assert_eq!(grouped.len(), 2);
         assert_eq!(grouped[0].metadata, Some(v("1")));
         assert!(grouped[0].has_resource_list);
@@ -136,7 +151,10 @@ mod tests {
             decide(listed(Some("m1"), None), Some(&prev)),
             Step::Fetch { metadata: false, pod_volume_backups: false, .. }
         ));
-        assert!(matches!(decide(listed(Some("m1"), None), None), Step::Fetch { metadata: true, pod_volume_backups: false, .. }));
+        assert!(matches!(
+            decide(listed(Some("m1"), None), None),
+            Step::Fetch { metadata: true, pod_volume_backups: false, .. }
+        ));
         assert!(matches!(decide(listed(None, Some("p1")), Some(&prev)), Step::MissingMetadata { .. }));
     }
 

@@ -142,10 +142,7 @@ impl FromStr for BackupPhase {
         if s.is_empty() {
             return Ok(Self::New);
         }
-        Self::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| UnknownPhase(s.to_string()))
+        Self::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| UnknownPhase(s.to_string()))
     }
 }
 

@@ -55,12 +55,7 @@ impl NonAdminBackup {
     /// The NACUUID this NAB stands for: its sync label, else the one NAC recorded in its status.
     pub fn nacuuid(&self) -> Option<&str> {
         let from_label = self.metadata.label(labels::NAB_SYNCED_FROM_NACUUID).filter(|v| !v.is_empty());
-        let from_status = self
-            .status
-            .velero_backup
-            .as_ref()
-            .map(|v| v.nacuuid.as_str())
-            .filter(|v| !v.is_empty());
+        let from_status = self.status.velero_backup.as_ref().map(|v| v.nacuuid.as_str()).filter(|v| !v.is_empty());
         from_label.or(from_status)
     }
 }

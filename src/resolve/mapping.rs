@@ -141,7 +141,11 @@ mod tests {
     fn protected() -> ProtectedNamespaces {
         ProtectedNamespaces {
             listed: ["vault".to_string()].into(),
-            velero_namespaces: [("b".to_string(), "openshift-adp".to_string()), ("c".to_string(), "velero".to_string())].into(),
+            velero_namespaces: [
+                ("b".to_string(), "openshift-adp".to_string()),
+                ("c".to_string(), "velero".to_string()),
+            ]
+            .into(),
         }
     }
 
@@ -156,7 +160,8 @@ mod tests {
 
     #[test]
     fn identity_pairs_and_prefix() {
-        let m = NamespaceMappings::new(vec![mapping(&[("team-a", "team-a-dr")], Some(("team-", "dr-")))], protected()).unwrap();
+        let m = NamespaceMappings::new(vec![mapping(&[("team-a", "team-a-dr")], Some(("team-", "dr-")))], protected())
+            .unwrap();
         assert_eq!(m.target_namespace("a", "b", "team-a").unwrap(), "team-a-dr");
         assert_eq!(m.target_namespace("a", "b", "team-b").unwrap(), "dr-b");
         assert_eq!(m.target_namespace("a", "b", "other").unwrap(), "other");

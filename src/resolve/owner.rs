@@ -145,11 +145,19 @@ mod tests {
     #[test]
     fn refusals() {
         let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
-            ("other namespace", Box::new(|v| v["spec"]["includedNamespaces"] = json!(["team-b"])), "includedNamespaces"),
+            (
+                "other namespace",
+                Box::new(|v| v["spec"]["includedNamespaces"] = json!(["team-b"])),
+                "includedNamespaces",
+            ),
             ("two namespaces", Box::new(|v| v["spec"]["includedNamespaces"] = json!(["team-a", "team-b"])), "exactly"),
             ("no namespaces", Box::new(|v| v["spec"]["includedNamespaces"] = json!(null)), "includedNamespaces"),
             ("wildcard", Box::new(|v| v["spec"]["includedNamespaces"] = json!(["*"])), "includedNamespaces"),
-            ("cluster resources", Box::new(|v| v["spec"]["includeClusterResources"] = json!(true)), "cluster resources"),
+            (
+                "cluster resources",
+                Box::new(|v| v["spec"]["includeClusterResources"] = json!(true)),
+                "cluster resources",
+            ),
             (
                 "cluster-scoped",
                 Box::new(|v| v["spec"]["includedClusterScopedResources"] = json!(["storageclasses"])),

@@ -1,0 +1,184 @@
+//! The desired state per cluster: from the catalog and every cluster's inventory, the exact objects each
+//! target must get (DESIGN §3 rules 1–4). Pure and deterministic: same inputs, same plan, byte for byte.
+
+pub mod binding;
+pub mod non_admin_backup;
+pub mod object_template;
+pub mod phase;
+pub mod pod_volume_backups;
+pub mod simulate;
+pub mod velero_backup;
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::catalog::{CatalogBackup, CatalogError, Location, LocationCatalog};
+use crate::model::{BackupStorageLocation, Inventory, Object};
+use crate::resolve::{NamespaceMappings, Owner, owner_of};
+
+/// What a plan item asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Create `object` (it does not exist on the cluster).
+    Create,
+    /// Never materialize: `reason` says why.
+    Refuse,
+    /// An object of that name exists and is not ours or not this backup's: left untouched.
+    Conflict,
+    /// To be created once `waitsFor` exists.
+    Wait,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Refuse => "refuse",
+            Action::Conflict => "conflict",
+            Action::Wait => "wait",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanItem {
+    pub action: Action,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The Velero backup this item belongs to.
+    pub backup: String,
+    pub reason: Option<String>,
+    pub waits_for: Option<String>,
+    /// The object that would be applied: complete for `create`, a template for `wait` (its missing parts are
+    /// what it waits for), absent otherwise.
+    pub object: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterPlan {
+    pub cluster: String,
+    pub items: Vec<PlanItem>,
+}
+
+impl ClusterPlan {
+    pub fn count(&self, action: Action) -> usize {
+        self.items.iter().filter(|i| i.action == action).count()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub clusters: Vec<ClusterPlan>,
+    pub errors: Vec<CatalogError>,
+}
+
+/// One cluster as the planner sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterState {
+    pub name: String,
+    pub velero_namespace: String,
+    pub inventory: Inventory,
+    /// Location name → the BSL on this cluster that reads it, where config names it explicitly.
+    pub storage_locations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanOptions {
+    /// Rule 1 is optional: with `false`, Velero's own sync creates Backup CRs and ferry only waits for them.
+    pub materialize_velero_backups: bool,
+    /// "Now", for expiration checks (the planner reads no clock).
+    pub now: SystemTime,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH }
+    }
+}
+
+/// Everything the planner needs for one backup on one target.
+pub struct Target<'a> {
+    pub cluster: &'a ClusterState,
+    pub location: &'a Location,
+    pub bsl: &'a Object<BackupStorageLocation>,
+    pub options: &'a PlanOptions,
+}
+
+/// Plans every cluster against every location it can read.
+pub fn plan(
+    locations: &[LocationCatalog],
+    clusters: &[ClusterState],
+    mappings: &NamespaceMappings,
+    options: &PlanOptions,
+) -> Plan {
+    let mut errors: Vec<CatalogError> = locations.iter().flat_map(|l| l.errors.iter().cloned()).collect();
+    errors.sort();
+    let clusters = clusters.iter().map(|cluster| plan_cluster(locations, cluster, mappings, options)).collect();
+    Plan { clusters, errors }
+}
+
+pub fn plan_cluster(
+    locations: &[LocationCatalog],
+    cluster: &ClusterState,
+    mappings: &NamespaceMappings,
+    options: &PlanOptions,
+) -> ClusterPlan {
+    let mut items = Vec::new();
+    for catalog in locations {
+        let bsl = match binding::storage_location_for(cluster, &catalog.location) {
+            Ok(Some(bsl)) => bsl,
+            Ok(None) => continue,
+            Err(refusal) => {
+                items.push(PlanItem {
+                    action: Action::Refuse,
+                    kind: "BackupStorageLocation".into(),
+                    namespace: cluster.velero_namespace.clone(),
+                    name: cluster.storage_locations.get(&catalog.location.name).cloned().unwrap_or_default(),
+                    backup: String::new(),
+                    reason: Some(refusal.0),
+                    waits_for: None,
+                    object: None,
+                });
+                continue;
+            }
+        };
+        let target = Target { cluster, location: &catalog.location, bsl, options };
+        for backup in catalog.backups.values() {
+            items.extend(plan_backup(&target, backup, mappings));
+        }
+    }
+    ClusterPlan { cluster: cluster.name.clone(), items }
+}
+
+/// The items for one backup on one target, in apply order: Backup, then its PVBs, then its NAB.
+pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &NamespaceMappings) -> Vec<PlanItem> {
+    let backup = &entry.backup;
+    let gate = match phase::gate(backup, target.options.now) {
+        Ok(gate) => gate,
+        Err(item) => return vec![item.into_item(target, backup.name())],
+    };
+    match owner_of(backup) {
+        Err(refusal) => vec![PlanItem {
+            action: Action::Refuse,
+            kind: "Backup".into(),
+            namespace: target.cluster.velero_namespace.clone(),
+            name: backup.name().to_string(),
+            backup: backup.name().to_string(),
+            reason: Some(refusal.0),
+            waits_for: None,
+            object: None,
+        }],
+        Ok(Owner::Admin) => {
+            let (mut items, state) = velero_backup::plan(target, entry, None, gate);
+            items.extend(pod_volume_backups::plan(target, entry, &state));
+            items
+        }
+        Ok(Owner::Tenant(tenant)) => non_admin_backup::plan_tenant_backup(target, entry, &tenant, mappings, gate),
+    }
+}

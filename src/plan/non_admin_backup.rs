@@ -1,0 +1,174 @@
+//! DESIGN §3 rule 3 (and the NAC consequences of rule 4): a tenant's backup on the target, as a
+//! NonAdminBackup in the namespace mapped from its origin, in the shape NAC treats as *synced*.
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::CatalogBackup;
+use crate::model::{Backup, Kind, NonAdminBackup, labels};
+use crate::resolve::{NamespaceMappings, Tenant};
+
+use super::phase::PhaseGate;
+use super::velero_backup::{self, BackupState, Placement};
+use super::{Action, PlanItem, Target, pod_volume_backups};
+
+/// All items of a tenant (NAC) backup on one target.
+///
+/// - The NAB goes only into the namespace mapped from the origin namespace, and only if that namespace
+///   exists: ferry never creates tenant namespaces.
+/// - NAC's garbage collector deletes NAC Backups that have no NAB, so the Backup CR and PVBs are
+///   materialized only together with the NAB (rule 4): no namespace, nothing at all.
+/// - A NAB that already refers to the NACUUID (sync label or `status.veleroBackup.nacuuid`, e.g. made by NAC's
+///   own sync) counts as done; a NAB of the same name that refers to something else is a conflict.
+pub fn plan_tenant_backup(
+    target: &Target<'_>,
+    entry: &CatalogBackup,
+    tenant: &Tenant,
+    mappings: &NamespaceMappings,
+    gate: PhaseGate,
+) -> Vec<PlanItem> {
+    let inventory = &target.cluster.inventory;
+    let origin_ns = tenant.origin_namespace.as_str();
+    let mapped = mappings.target_namespace(&target.location.source_cluster, &target.cluster.name, origin_ns);
+    let target_ns = match mapped {
+        Ok(ns) => ns,
+        Err(refusal) => {
+            return vec![PlanItem {
+                action: Action::Refuse,
+                kind: Backup::KIND.into(),
+                namespace: target.cluster.velero_namespace.clone(),
+                name: entry.name.clone(),
+                backup: entry.name.clone(),
+                reason: Some(refusal.0),
+                waits_for: None,
+                object: None,
+            }];
+        }
+    };
+    let nab_item = |action, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
+        action,
+        kind: NonAdminBackup::KIND.into(),
+        namespace: target_ns.clone(),
+        name: tenant.origin_name.clone(),
+        backup: entry.name.clone(),
+        reason,
+        waits_for,
+        object,
+    };
+
+    if !inventory.namespaces.contains(&target_ns) {
+        let reason = "a tenant backup is materialized only together with its NonAdminBackup, and ferry never creates tenant namespaces";
+        return vec![nab_item(Action::Wait, Some(reason.into()), Some(format!("Namespace {target_ns}")), None)];
+    }
+    let storage_location = match target.bsl.view.non_admin_origin() {
+        None => String::new(),
+        Some((ns, name)) if ns == target_ns => name.to_string(),
+        Some((ns, _)) => {
+            let reason = format!(
+                "location {:?} is read on {} through BSL {:?}, which belongs to namespace {ns:?}'s NonAdminBackupStorageLocation",
+                target.location.name,
+                target.cluster.name,
+                target.bsl.name()
+            );
+            return vec![nab_item(Action::Refuse, Some(reason), None, None)];
+        }
+    };
+
+    let nabs = &inventory.non_admin_backups;
+    let done = nabs.iter().any(|n| n.view.nacuuid() == Some(tenant.nacuuid.as_str()));
+    if !done && let Some(other) = nabs.iter().find(|n| n.namespace() == target_ns && n.name() == tenant.origin_name) {
+        let refers_to = other.view.nacuuid().unwrap_or("no backup");
+        let reason = format!(
+            "NonAdminBackup {target_ns}/{} exists and refers to {refers_to}, not {}; left untouched",
+            other.name(),
+            tenant.nacuuid
+        );
+        return vec![nab_item(Action::Conflict, Some(reason), None, None)];
+    }
+
+    let placement = Placement { tenant, target_namespace: &target_ns };
+    let (mut items, state) = velero_backup::plan(target, entry, Some(&placement), gate);
+    if state == BackupState::Conflict {
+        return items;
+    }
+    if !done && let Some(reason) = origin_mismatch(target, entry, &target_ns) {
+        items.push(nab_item(Action::Conflict, Some(reason), None, None));
+        return items;
+    }
+    items.extend(pod_volume_backups::plan(target, entry, &state));
+    if done {
+        return items;
+    }
+    let object = desired(target, entry, tenant, &target_ns, &storage_location);
+    let note = (target_ns != origin_ns).then(|| restore_hint(entry, origin_ns, &target_ns, &target.cluster.name));
+    match &state {
+        BackupState::Exists { .. } => items.push(nab_item(Action::Create, note, None, Some(object))),
+        _ => items.push(nab_item(Action::Wait, note, Some(state.waits_for(target, &entry.name)), Some(object))),
+    }
+    items
+}
+
+/// NAC refuses a NAB whose Velero Backup names another origin namespace. A Backup that exists already
+/// (synced by Velero, not ours to change) with another origin makes a NAB in `target_ns` useless.
+fn origin_mismatch(target: &Target<'_>, entry: &CatalogBackup, target_ns: &str) -> Option<String> {
+    let ns = &target.cluster.velero_namespace;
+    let existing = target.cluster.inventory.backups.iter().find(|b| b.name() == entry.name && b.namespace() == ns)?;
+    let origin = existing.meta().annotation(labels::NAB_ORIGIN_NAMESPACE).unwrap_or("");
+    (origin != target_ns).then(|| {
+        format!(
+            "Backup {ns}/{} exists with origin namespace {origin:?}, so NAC would refuse a NonAdminBackup in {target_ns:?}; \
+             it is not ferry's to change",
+            entry.name
+        )
+    })
+}
+
+/// NAC's NonAdminRestore forbids namespaceMapping and restores only into its own namespace (rule 4).
+fn restore_hint(entry: &CatalogBackup, origin_ns: &str, target_ns: &str, cluster: &str) -> String {
+    format!(
+        "mapped {origin_ns} → {target_ns}: a NonAdminRestore in {target_ns} would restore nothing (NAC forbids namespace \
+         mapping); an admin can run `ferry restore {} --cluster {cluster}`",
+        entry.name
+    )
+}
+
+/// The NAB in the shape NAC treats as synced: the sync label makes NAC attach to the existing Velero Backup
+/// instead of creating a second one.
+fn desired(
+    target: &Target<'_>,
+    entry: &CatalogBackup,
+    tenant: &Tenant,
+    target_ns: &str,
+    storage_location: &str,
+) -> Value {
+    let mut backup_spec = entry.backup.to_value().get("spec").cloned().unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(spec) = backup_spec.as_object_mut() {
+        spec.insert("storageLocation".into(), storage_location.into());
+    }
+    let mut annotations = Map::new();
+    annotations.insert(labels::FERRY_SOURCE_CLUSTER.into(), target.location.source_cluster.clone().into());
+    annotations.insert(labels::FERRY_SOURCE_LOCATION.into(), target.location.name.clone().into());
+    annotations.insert(labels::FERRY_BACKUP_NAME.into(), entry.name.clone().into());
+    if target_ns != tenant.origin_namespace {
+        annotations.insert(labels::FERRY_SOURCE_NAMESPACE.into(), tenant.origin_namespace.clone().into());
+        annotations
+            .insert(labels::FERRY_NAMESPACE_MAPPING.into(), format!("{}={target_ns}", tenant.origin_namespace).into());
+        annotations.insert(
+            labels::FERRY_RESTORE_HINT.into(),
+            restore_hint(entry, &tenant.origin_namespace, target_ns, &target.cluster.name).into(),
+        );
+    }
+    json!({
+        "apiVersion": NonAdminBackup::API_VERSION,
+        "kind": NonAdminBackup::KIND,
+        "metadata": {
+            "name": tenant.origin_name,
+            "namespace": target_ns,
+            "labels": {
+                labels::NAB_SYNCED_FROM_NACUUID: tenant.nacuuid,
+                labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE,
+            },
+            "annotations": annotations,
+        },
+        "spec": {"backupSpec": backup_spec},
+    })
+}
