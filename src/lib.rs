@@ -5,6 +5,7 @@
 
 pub mod bucket;
 pub mod catalog;
+pub mod config;
 pub mod fixture;
 pub mod model;
 pub mod plan;

@@ -1,1 +1,27 @@
-fn main() {}
+//! The `ferry` binary: one executable for the CLI and (later) the coordinator and agent daemons.
+
+mod cli;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    // One process-wide TLS crypto provider (aws-lc-rs); object_store's clients use it. A second install
+    // attempt only fails if one is already there, which is fine.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cli = cli::Cli::parse();
+    let filter = EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Text => logs.init(),
+        cli::LogFormat::Json => logs.json().init(),
+    }
+    match cli::run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -182,3 +182,8 @@ pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &Namesp
         Ok(Owner::Tenant(tenant)) => non_admin_backup::plan_tenant_backup(target, entry, &tenant, mappings, gate),
     }
 }
+
+#[cfg(test)]
+mod properties;
+#[cfg(test)]
+mod tests;

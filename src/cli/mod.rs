@@ -1,0 +1,42 @@
+//! The `ferry` command line.
+
+pub mod fixture;
+pub mod inventory_files;
+pub mod output;
+pub mod plan;
+pub mod table;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "ferry", version, about = "Federates Velero/OADP backup inventories across Kubernetes clusters")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t, env = "FERRY_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show what each cluster would get from the buckets (offline: recorded inventories, no cluster needed).
+    Plan(plan::PlanArgs),
+    /// Test fixtures (for tests, demos and benchmarks).
+    #[command(hide = true, subcommand)]
+    Fixture(fixture::FixtureCommand),
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Plan(args) => plan::run(args).await,
+        Command::Fixture(command) => fixture::run(command).await,
+    }
+}

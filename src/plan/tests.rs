@@ -1,0 +1,456 @@
+//! Table tests: one case or table per rule of DESIGN §3, on hand-built objects.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::catalog::{CatalogBackup, Listing, Location, LocationCatalog, ObjectVersion, StoreKind};
+use crate::model::{BackupPhase, Inventory, Object, labels};
+use crate::resolve::{NamespaceMapping, NamespaceMappings, ProtectedNamespaces};
+
+const NACUUID: &str = "team-a-nightly-0b4c6e1a-1d2f-4c4b-9a57-1f2e3d4c5b6a";
+
+pub(super) fn location() -> Location {
+    Location {
+        name: "shared".into(),
+        kind: StoreKind::S3,
+        bucket: "velero-backups".into(),
+        prefix: "velero".into(),
+        source_cluster: "cluster-a".into(),
+    }
+}
+
+pub(super) fn bsl(name: &str, prefix: &str) -> Value {
+    json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+        "metadata": {"name": name, "namespace": "velero"},
+        "spec": {"provider": "aws", "objectStorage": {"bucket": "velero-backups", "prefix": prefix}}})
+}
+
+pub(super) fn admin_backup(name: &str, phase: &str) -> Value {
+    json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+        "metadata": {"name": name, "namespace": "openshift-adp", "uid": "src-uid", "resourceVersion": "42",
+            "labels": {"velero.io/storage-location": "default", "velero.io/schedule-name": "daily"},
+            "ownerReferences": [{"apiVersion": "velero.io/v1", "kind": "Schedule", "name": "daily", "uid": "sched-uid"}]},
+        "spec": {"includedNamespaces": ["*"], "storageLocation": "default", "ttl": "720h0m0s"},
+        "status": {"phase": phase, "expiration": "2026-12-01T00:00:00Z"}})
+}
+
+fn nac_backup(phase: &str) -> Value {
+    json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+        "metadata": {"name": NACUUID, "namespace": "openshift-adp", "uid": "src-uid",
+            "labels": {"openshift.io/oadp": "True", "app.kubernetes.io/managed-by": "oadp-nac-controller",
+                "openshift.io/oadp-nab-origin-nacuuid": NACUUID, "velero.io/storage-location": "default"},
+            "annotations": {"openshift.io/oadp-nab-origin-name": "nightly",
+                "openshift.io/oadp-nab-origin-namespace": "team-a"}},
+        "spec": {"includedNamespaces": ["team-a"], "storageLocation": "default", "excludedResources": ["nonadminbackups"]},
+        "status": {"phase": phase}})
+}
+
+pub(super) fn pvb(backup: &str, i: usize) -> Value {
+    json!({"metadata": {"name": format!("{backup}-pvb{i}"), "namespace": "openshift-adp", "uid": "src-pvb",
+            "labels": {"velero.io/backup-name": backup, "velero.io/backup-uid": "src-uid"},
+            "ownerReferences": [{"apiVersion": "velero.io/v1", "kind": "Backup", "name": backup, "uid": "src-uid", "controller": true}]},
+        "spec": {"pod": {"kind": "Pod", "namespace": "team-a", "name": "app-0"}, "volume": "data",
+            "backupStorageLocation": "default"},
+        "status": {"phase": "Completed", "snapshotID": "abc"}})
+}
+
+pub(super) fn entry(backup: Value, pvbs: usize) -> Arc<CatalogBackup> {
+    let backup = Object::from_value(backup).unwrap();
+    let name = backup.name().to_string();
+    let version = ObjectVersion { e_tag: Some("e".into()), size: 1, last_modified_ms: 0 };
+    Arc::new(CatalogBackup {
+        pod_volume_backups: (0..pvbs).map(|i| Object::from_value(pvb(&name, i)).unwrap()).collect(),
+        name,
+        backup,
+        metadata_version: version.clone(),
+        pod_volume_backups_version: Some(version),
+        has_resource_list: false,
+    })
+}
+
+pub(super) fn catalog(entries: Vec<Arc<CatalogBackup>>) -> Vec<LocationCatalog> {
+    let mut c = LocationCatalog::empty(location());
+    c.backups = entries.into_iter().map(|e| (e.name.clone(), e)).collect();
+    c.listing = Listing::Complete;
+    vec![c]
+}
+
+pub(super) fn inventory(docs: Vec<Value>) -> Inventory {
+    let mut inv = Inventory::default();
+    inv.add_document(json!({"kind": "List", "items": docs})).unwrap();
+    inv
+}
+
+pub(super) fn cluster(docs: Vec<Value>) -> ClusterState {
+    ClusterState { name: "cluster-b".into(), velero_namespace: "velero".into(), inventory: inventory(docs), ..Default::default() }
+}
+
+pub(super) fn ns(name: &str) -> Value {
+    json!({"kind": "Namespace", "metadata": {"name": name}})
+}
+
+pub(super) fn identity() -> NamespaceMappings {
+    NamespaceMappings::new(vec![], ProtectedNamespaces::default()).unwrap()
+}
+
+pub(super) fn mapped() -> NamespaceMappings {
+    let m = NamespaceMapping {
+        from: "cluster-a".into(),
+        to: "cluster-b".into(),
+        namespaces: BTreeMap::from([("team-a".into(), "team-a-dr".into())]),
+        prefix: None,
+    };
+    NamespaceMappings::new(vec![m], ProtectedNamespaces::default()).unwrap()
+}
+
+pub(super) fn now() -> SystemTime {
+    humantime::parse_rfc3339("2026-11-15T00:00:00Z").unwrap()
+}
+
+fn run(entries: Vec<Arc<CatalogBackup>>, cluster: &ClusterState, mappings: &NamespaceMappings) -> Vec<PlanItem> {
+    let options = PlanOptions { materialize_velero_backups: true, now: now() };
+    plan_cluster(&catalog(entries), cluster, mappings, &options).items
+}
+
+fn summary(items: &[PlanItem]) -> Vec<(Action, &str, &str, &str)> {
+    items.iter().map(|i| (i.action, i.kind.as_str(), i.namespace.as_str(), i.name.as_str())).collect()
+}
+
+fn backup_cr(uid: &str, from: Value) -> Value {
+    let mut b = from;
+    b["metadata"]["namespace"] = "velero".into();
+    b["metadata"]["uid"] = uid.into();
+    b["spec"]["storageLocation"] = "b-bsl".into();
+    b
+}
+
+// === Rule 1: Velero Backup CR ===
+
+#[test]
+fn rule1_backup_cr_is_bound_to_the_targets_bsl() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 0)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", "daily-1")]);
+    let obj = items[0].object.as_ref().unwrap();
+    assert_eq!(obj["spec"]["storageLocation"], "b-bsl");
+    assert_eq!(obj["metadata"]["labels"][labels::VELERO_STORAGE_LOCATION], "b-bsl");
+    assert_eq!(obj["metadata"]["labels"][labels::FERRY_MANAGED_BY], "ferry");
+    assert_eq!(obj["metadata"]["labels"][labels::VELERO_SCHEDULE_NAME], "daily");
+    assert_eq!(obj["metadata"]["namespace"], "velero");
+    assert_eq!(obj["metadata"]["annotations"][labels::FERRY_SOURCE_CLUSTER], "cluster-a");
+    for gone in ["uid", "resourceVersion", "ownerReferences"] {
+        assert!(obj["metadata"].get(gone).is_none(), "{gone} kept");
+    }
+    assert_eq!(obj["spec"]["ttl"], "720h0m0s", "unmodelled fields are kept");
+    assert_eq!(obj["status"]["phase"], "Completed");
+}
+
+#[test]
+fn rule1_existing_backups_are_left_alone() {
+    let synced = backup_cr("b-uid", admin_backup("daily-1", "Completed"));
+    let t = cluster(vec![bsl("b-bsl", "velero"), synced]);
+    assert!(run(vec![entry(admin_backup("daily-1", "Completed"), 0)], &t, &identity()).is_empty());
+
+    let mut foreign = backup_cr("b-uid", admin_backup("daily-1", "Completed"));
+    foreign["spec"]["storageLocation"] = "local".into();
+    let t = cluster(vec![bsl("b-bsl", "velero"), foreign]);
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Conflict, "Backup", "velero", "daily-1")]);
+    assert!(items[0].reason.as_ref().unwrap().contains("local"));
+}
+
+#[test]
+fn rule1_optional_waits_for_velero_sync() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    let options = PlanOptions { materialize_velero_backups: false, now: now() };
+    let items = plan_cluster(&catalog(vec![entry(admin_backup("d", "Completed"), 1)]), &t, &identity(), &options).items;
+    assert_eq!(items.iter().map(|i| i.action).collect::<Vec<_>>(), [Action::Wait, Action::Wait]);
+    assert!(items[0].waits_for.as_ref().unwrap().contains("Velero's backup sync"));
+}
+
+#[test]
+fn rule1_long_bsl_names_get_veleros_label_value() {
+    let long = "b".repeat(70);
+    let t = cluster(vec![bsl(&long, "velero")]);
+    let items = run(vec![entry(admin_backup("d", "Completed"), 0)], &t, &identity());
+    let label = items[0].object.as_ref().unwrap()["metadata"]["labels"][labels::VELERO_STORAGE_LOCATION].clone();
+    assert_eq!(label.as_str().unwrap().len(), 63);
+}
+
+#[test]
+fn a_target_reads_a_location_only_through_a_matching_bsl() {
+    let backups = || vec![entry(admin_backup("d", "Completed"), 0)];
+    assert!(run(backups(), &cluster(vec![]), &identity()).is_empty(), "no BSL");
+    assert!(run(backups(), &cluster(vec![bsl("x", "other")]), &identity()).is_empty(), "other prefix");
+    let mut gcp = bsl("x", "velero");
+    gcp["spec"]["provider"] = "gcp".into();
+    assert!(run(backups(), &cluster(vec![gcp]), &identity()).is_empty(), "other provider");
+    let mut other_ns = bsl("x", "velero");
+    other_ns["metadata"]["namespace"] = "elsewhere".into();
+    assert!(run(backups(), &cluster(vec![other_ns]), &identity()).is_empty(), "BSL outside the Velero namespace");
+
+    // Two BSLs on the location: the default one wins; config can name one explicitly.
+    let mut default = bsl("zz-default", "/velero/");
+    default["spec"]["default"] = true.into();
+    let t = cluster(vec![bsl("aa", "velero"), default]);
+    let items = run(backups(), &t, &identity());
+    assert_eq!(items[0].object.as_ref().unwrap()["spec"]["storageLocation"], "zz-default");
+    let mut named = t.clone();
+    named.storage_locations.insert("shared".into(), "aa".into());
+    assert_eq!(run(backups(), &named, &identity())[0].object.as_ref().unwrap()["spec"]["storageLocation"], "aa");
+    named.storage_locations.insert("shared".into(), "missing".into());
+    let items = run(backups(), &named, &identity());
+    assert_eq!(summary(&items), [(Action::Refuse, "BackupStorageLocation", "velero", "missing")]);
+}
+
+#[test]
+fn phases_decide_what_is_materialized() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    for phase in BackupPhase::ALL {
+        let items = run(vec![entry(admin_backup("d", phase.as_str()), 0)], &t, &identity());
+        let expected = match phase {
+            BackupPhase::Completed | BackupPhase::PartiallyFailed | BackupPhase::Failed => Action::Create,
+            // Their expiration (2026-12-01) is after "now": still finishing.
+            BackupPhase::FailedValidation | BackupPhase::Deleting => Action::Refuse,
+            _ => Action::Wait,
+        };
+        assert_eq!(items[0].action, expected, "{phase}");
+    }
+    // Expired while finishing: synced as PartiallyFailed, as Velero does.
+    let options = PlanOptions { now: now() + Duration::from_secs(40 * 86400), ..Default::default() };
+    let c = catalog(vec![entry(admin_backup("d", "WaitingForPluginOperations"), 0)]);
+    let items = plan_cluster(&c, &t, &identity(), &options).items;
+    assert_eq!(items[0].action, Action::Create);
+    assert_eq!(items[0].object.as_ref().unwrap()["status"]["phase"], "PartiallyFailed");
+}
+
+// === Rule 2: PodVolumeBackups ===
+
+#[test]
+fn rule2_pvbs_get_the_targets_backup_uid_and_bsl() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), backup_cr("b-uid", admin_backup("daily-1", "Completed"))]);
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 2)], &t, &identity());
+    assert_eq!(
+        summary(&items),
+        [
+            (Action::Create, "PodVolumeBackup", "velero", "daily-1-pvb0"),
+            (Action::Create, "PodVolumeBackup", "velero", "daily-1-pvb1")
+        ],
+        "a Backup CR that already existed gets its PVBs (Velero skips those)"
+    );
+    let obj = items[0].object.as_ref().unwrap();
+    assert_eq!(obj["apiVersion"], "velero.io/v1");
+    assert_eq!(obj["kind"], "PodVolumeBackup");
+    assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], "b-uid");
+    assert_eq!(obj["metadata"]["labels"][labels::VELERO_BACKUP_UID], "b-uid");
+    assert_eq!(obj["metadata"]["labels"][labels::VELERO_BACKUP_NAME], "daily-1");
+    assert_eq!(obj["spec"]["backupStorageLocation"], "b-bsl");
+    assert_eq!(obj["spec"]["pod"]["namespace"], "team-a");
+    assert_eq!(obj["status"]["snapshotID"], "abc");
+    assert!(obj["metadata"].get("uid").is_none());
+}
+
+#[test]
+fn rule2_pvbs_wait_for_a_backup_still_to_be_created() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &t, &identity());
+    assert_eq!(items.iter().map(|i| i.action).collect::<Vec<_>>(), [Action::Create, Action::Wait]);
+    assert_eq!(items[1].waits_for.as_deref(), Some("Backup velero/daily-1"));
+    assert_eq!(items[1].object.as_ref().unwrap()["metadata"]["ownerReferences"][0]["uid"], "");
+}
+
+#[test]
+fn rule2_existing_pvbs_are_matched_by_name_and_backup_label() {
+    let mut same: Value = pvb("daily-1", 0);
+    same["kind"] = "PodVolumeBackup".into();
+    same["metadata"]["namespace"] = "velero".into();
+    let mut other = pvb("daily-1", 1);
+    other["kind"] = "PodVolumeBackup".into();
+    other["metadata"]["namespace"] = "velero".into();
+    other["metadata"]["labels"]["velero.io/backup-name"] = "another".into();
+    let t = cluster(vec![bsl("b-bsl", "velero"), backup_cr("b-uid", admin_backup("daily-1", "Completed")), same, other]);
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 2)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Conflict, "PodVolumeBackup", "velero", "daily-1-pvb1")]);
+}
+
+// === Rule 3: NonAdminBackups ===
+
+#[test]
+fn rule3_nab_in_the_tenant_namespace_shaped_as_synced() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    let items = run(vec![entry(nac_backup("Completed"), 1)], &t, &identity());
+    assert_eq!(
+        summary(&items),
+        [
+            (Action::Create, "Backup", "velero", NACUUID),
+            (Action::Wait, "PodVolumeBackup", "velero", &format!("{NACUUID}-pvb0")),
+            (Action::Wait, "NonAdminBackup", "team-a", "nightly"),
+        ]
+    );
+    let nab = items[2].object.as_ref().unwrap();
+    assert_eq!(nab["apiVersion"], "oadp.openshift.io/v1alpha1");
+    assert_eq!(nab["metadata"]["labels"][labels::NAB_SYNCED_FROM_NACUUID], NACUUID);
+    assert_eq!(nab["metadata"]["labels"][labels::FERRY_MANAGED_BY], "ferry");
+    assert_eq!(nab["spec"]["backupSpec"]["storageLocation"], "");
+    assert_eq!(nab["spec"]["backupSpec"]["includedNamespaces"], json!(["team-a"]));
+    assert!(nab.get("status").is_none(), "NAC owns NAB status");
+    let backup = items[0].object.as_ref().unwrap();
+    assert_eq!(backup["metadata"]["annotations"][labels::NAB_ORIGIN_NAMESPACE], "team-a");
+    assert_eq!(backup["metadata"]["labels"][labels::NAB_ORIGIN_NACUUID], NACUUID);
+
+    // Once the Backup exists, the NAB is created.
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), backup_cr("b-uid", nac_backup("Completed"))]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Create, "NonAdminBackup", "team-a", "nightly")]);
+}
+
+#[test]
+fn rule3_only_terminal_nac_backups() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    for (phase, action) in [("InProgress", Action::Wait), ("Failed", Action::Create), ("PartiallyFailed", Action::Create)] {
+        assert_eq!(run(vec![entry(nac_backup(phase), 0)], &t, &identity())[0].action, action, "{phase}");
+    }
+}
+
+#[test]
+fn rule3_a_nab_referring_to_the_nacuuid_is_done() {
+    let by_label = json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": "team-a",
+        "labels": {labels::NAB_SYNCED_FROM_NACUUID: NACUUID}}, "spec": {"backupSpec": {}}});
+    let by_status = json!({"kind": "NonAdminBackup", "metadata": {"name": "renamed", "namespace": "team-a"},
+        "spec": {"backupSpec": {"ttl": "1h"}}, "status": {"veleroBackup": {"nacuuid": NACUUID}}});
+    for nab in [by_label, by_status] {
+        let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), backup_cr("b-uid", nac_backup("Completed")), nab]);
+        assert!(run(vec![entry(nac_backup("Completed"), 0)], &t, &identity()).is_empty());
+    }
+}
+
+#[test]
+fn rule3_an_unrelated_nab_with_the_name_is_a_conflict() {
+    let user_nab = json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": "team-a"},
+        "spec": {"backupSpec": {}}, "status": {"veleroBackup": {"nacuuid": "team-a-nightly-other"}}});
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), user_nab]);
+    let items = run(vec![entry(nac_backup("Completed"), 1)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Conflict, "NonAdminBackup", "team-a", "nightly")]);
+    assert!(items[0].reason.as_ref().unwrap().contains("team-a-nightly-other"));
+}
+
+#[test]
+fn rule3_tampered_ownership_is_refused() {
+    let mut tampered = nac_backup("Completed");
+    tampered["spec"]["includedNamespaces"] = json!(["team-b"]);
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), ns("team-b")]);
+    let items = run(vec![entry(tampered, 1)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Refuse, "Backup", "velero", NACUUID)]);
+    assert!(items[0].reason.as_ref().unwrap().contains("team-b"));
+}
+
+#[test]
+fn rule3_nabsl_locations_name_the_tenants_nabsl() {
+    let mut nac_bsl = bsl("team-a-nabsl-uuid", "velero");
+    nac_bsl["metadata"]["labels"] = json!({"openshift.io/oadp": "True", "app.kubernetes.io/managed-by": "oadp-nac-controller",
+        "openshift.io/oadp-nabsl-origin-nacuuid": "team-a-nabsl-uuid"});
+    nac_bsl["metadata"]["annotations"] = json!({"openshift.io/oadp-nabsl-origin-name": "my-bsl",
+        "openshift.io/oadp-nabsl-origin-namespace": "team-a"});
+    let t = cluster(vec![nac_bsl.clone(), ns("team-a"), ns("team-b")]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &identity());
+    assert_eq!(items[1].object.as_ref().unwrap()["spec"]["backupSpec"]["storageLocation"], "my-bsl");
+
+    nac_bsl["metadata"]["annotations"]["openshift.io/oadp-nabsl-origin-namespace"] = "team-b".into();
+    let t = cluster(vec![nac_bsl, ns("team-a"), ns("team-b")]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Refuse, "NonAdminBackup", "team-a", "nightly")]);
+}
+
+// === Rule 4: consequences of OADP's controllers ===
+
+#[test]
+fn rule4_mapped_namespace_rewrites_the_origin_and_keeps_pvb_pod_namespace() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), ns("team-a-dr")]);
+    let items = run(vec![entry(nac_backup("Completed"), 1)], &t, &mapped());
+    assert_eq!(items[2].namespace, "team-a-dr", "the NAB lands only in the mapped namespace");
+    assert!(items.iter().all(|i| i.namespace != "team-a"));
+    let backup = items[0].object.as_ref().unwrap();
+    assert_eq!(backup["metadata"]["annotations"][labels::NAB_ORIGIN_NAMESPACE], "team-a-dr");
+    assert_eq!(backup["metadata"]["annotations"][labels::FERRY_SOURCE_NAMESPACE], "team-a");
+    assert_eq!(items[1].object.as_ref().unwrap()["spec"]["pod"]["namespace"], "team-a", "PVB pod namespace untouched");
+    let nab = items[2].object.as_ref().unwrap();
+    assert_eq!(nab["metadata"]["annotations"][labels::FERRY_NAMESPACE_MAPPING], "team-a=team-a-dr");
+    assert!(nab["metadata"]["annotations"][labels::FERRY_RESTORE_HINT].as_str().unwrap().contains("ferry restore"));
+    assert!(items[2].reason.as_ref().unwrap().contains("NonAdminRestore"));
+}
+
+#[test]
+fn rule4_no_target_namespace_means_no_backup_cr_either() {
+    // NAC's garbage collector would delete a NAC Backup without its NAB.
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    let items = run(vec![entry(nac_backup("Completed"), 2)], &t, &mapped());
+    assert_eq!(summary(&items), [(Action::Wait, "NonAdminBackup", "team-a-dr", "nightly")]);
+    assert_eq!(items[0].waits_for.as_deref(), Some("Namespace team-a-dr"));
+    // Admin backups have no such coupling.
+    let items = run(vec![entry(admin_backup("d", "Completed"), 0)], &cluster(vec![bsl("b-bsl", "velero")]), &mapped());
+    assert_eq!(items[0].action, Action::Create);
+}
+
+#[test]
+fn rule4_nabs_are_create_only() {
+    // NAC rewrites a synced NAB's spec with defaults; ferry never re-applies it.
+    let ours = json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": "team-a",
+        "labels": {labels::NAB_SYNCED_FROM_NACUUID: NACUUID, labels::FERRY_MANAGED_BY: "ferry"}},
+        "spec": {"backupSpec": {"ttl": "1h", "snapshotMoveData": false}}, "status": {"phase": "Created"}});
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), backup_cr("b-uid", nac_backup("Completed")), ours]);
+    assert!(run(vec![entry(nac_backup("Completed"), 0)], &t, &identity()).is_empty());
+}
+
+#[test]
+fn rule4_a_velero_synced_backup_with_the_source_origin_blocks_a_mapped_nab() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a-dr"), backup_cr("b-uid", nac_backup("Completed"))]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &mapped());
+    assert_eq!(summary(&items), [(Action::Conflict, "NonAdminBackup", "team-a-dr", "nightly")]);
+    assert!(items[0].reason.as_ref().unwrap().contains("origin namespace \"team-a\""));
+}
+
+#[test]
+fn mappings_into_protected_namespaces_are_refused_at_plan_time() {
+    let m = NamespaceMapping {
+        from: "cluster-a".into(),
+        to: "cluster-b".into(),
+        namespaces: BTreeMap::new(),
+        prefix: Some(crate::resolve::PrefixRewrite { strip: "team-".into(), add: "kube-".into() }),
+    };
+    let m = NamespaceMappings::new(vec![m], ProtectedNamespaces::default()).unwrap();
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("kube-a")]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &m);
+    assert_eq!(items[0].action, Action::Refuse);
+    assert!(items[0].reason.as_ref().unwrap().contains("kube-a"));
+}
+
+// === Idempotency and determinism ===
+
+#[test]
+fn planning_over_the_applied_plan_converges_to_nothing() {
+    let mut t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), ns("team-a-dr")]);
+    let entries = || vec![entry(nac_backup("Completed"), 2), entry(admin_backup("daily-1", "Completed"), 2)];
+    let options = PlanOptions { materialize_velero_backups: true, now: now() };
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        let p = plan_cluster(&catalog(entries()), &t, &mapped(), &options);
+        created.push(simulate::apply(&p, &mut t.inventory));
+    }
+    assert_eq!(created, [2, 5, 0], "backups, then PVBs + NAB, then nothing");
+    let last = plan_cluster(&catalog(entries()), &t, &mapped(), &options);
+    assert!(last.items.is_empty(), "{:?}", last.items);
+}
+
+#[test]
+fn plans_are_deterministic() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    let c = catalog(vec![entry(nac_backup("Completed"), 2), entry(admin_backup("a", "Completed"), 1)]);
+    let options = PlanOptions::default();
+    let one = serde_json::to_string(&plan(&c, std::slice::from_ref(&t), &identity(), &options)).unwrap();
+    let two = serde_json::to_string(&plan(&c, &[t], &identity(), &options)).unwrap();
+    assert_eq!(one, two);
+}
