@@ -41,7 +41,7 @@ pub struct Loader {
 
 /// The outcome of fetching one backup.
 enum Fetched {
-    Ok(CatalogBackup),
+    Ok(Box<CatalogBackup>),
     /// The store failed (possibly transiently): keep what we had.
     ReadFailed {
         key: String,
@@ -134,7 +134,7 @@ impl Loader {
         for (name, previous, fetched) in results {
             match fetched {
                 Fetched::Ok(entry) => {
-                    catalog.backups.insert(name, Arc::new(entry));
+                    catalog.backups.insert(name, Arc::from(entry));
                 }
                 Fetched::ReadFailed { key, error } => {
                     catalog.error(key, error);
@@ -194,14 +194,14 @@ impl Loader {
             },
         };
         let has_resource_list = listed.has_resource_list;
-        Fetched::Ok(CatalogBackup {
+        Fetched::Ok(Box::new(CatalogBackup {
             name: name.to_string(),
             backup,
             pod_volume_backups,
             metadata_version,
             pod_volume_backups_version,
             has_resource_list,
-        })
+        }))
     }
 
     async fn get(&self, key: &str) -> Result<(bytes::Bytes, ObjectVersion), object_store::Error> {

@@ -121,7 +121,7 @@ pub enum ConfigError {
     #[error("config {path}: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error("config {path}: {source}")]
-    Mapping { path: PathBuf, source: MappingError },
+    Mapping { path: PathBuf, source: Box<MappingError> },
 }
 
 /// A validated config and the folder its relative paths resolve from.
@@ -176,7 +176,7 @@ impl LoadedConfig {
             })
             .collect();
         let mappings =
-            NamespaceMappings::new(mappings, protected).map_err(|source| ConfigError::Mapping { path: path.into(), source })?;
+            NamespaceMappings::new(mappings, protected).map_err(|source| ConfigError::Mapping { path: path.into(), source: Box::new(source) })?;
         Ok(Self { config, path: path.into(), base_dir, mappings })
     }
 

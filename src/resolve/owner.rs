@@ -144,7 +144,8 @@ mod tests {
 
     #[test]
     fn refusals() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(&str, Edit, &str)> = vec![
             (
                 "other namespace",
                 Box::new(|v| v["spec"]["includedNamespaces"] = json!(["team-b"])),
