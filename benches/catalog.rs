@@ -73,6 +73,7 @@ fn store_config(url: &str, endpoint: Option<&str>) -> StoreConfig {
         region: Some("us-east-1".into()),
         allow_http: Some(true),
         base_dir: std::env::temp_dir(),
+        ..Default::default()
     }
 }
 
@@ -97,12 +98,15 @@ struct Row {
     rss_mb: f64,
 }
 
-async fn measure(label: &'static str, url: &str, endpoint: Option<&str>, n: usize) -> anyhow::Result<Row> {
+async fn measure(label: &'static str, config: StoreConfig, n: usize) -> anyhow::Result<Row> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
-    cmd.arg("--child").arg(url);
-    if let Some(e) = endpoint {
+    cmd.arg("--child").arg(&config.url);
+    if let Some(e) = &config.endpoint {
         cmd.arg(e);
+    }
+    if let Some(c) = &config.credentials {
+        cmd.env("AWS_ACCESS_KEY_ID", &c.access_key_id).env("AWS_SECRET_ACCESS_KEY", &c.secret_access_key);
     }
     let out = cmd.output()?;
     anyhow::ensure!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -110,7 +114,7 @@ async fn measure(label: &'static str, url: &str, endpoint: Option<&str>, n: usiz
     let fields: Vec<u64> = text.split_whitespace().filter_map(|f| f.parse().ok()).collect();
     anyhow::ensure!(fields.len() == 3 && fields[1] as usize == n, "child said {text:?}, expected {n} backups");
 
-    let store = bucket::open(&store_config(url, endpoint))?;
+    let store = bucket::open(&config)?;
     let layout = Layout::new(&location(&store).prefix);
     let started = Instant::now();
     let serial = serial_load(store.objects.as_ref(), &layout).await?;
@@ -158,12 +162,12 @@ async fn main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("--child") {
         return child(&args[2], args.get(3).map(String::as_str)).await;
     }
-    if args.iter().any(|a| a == "--list") {
-        // `cargo bench -- --list` style probes: nothing to list.
-        return Ok(());
-    }
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it: then a small
+    // smoke run checks that the benchmark itself works.
+    let smoke = !args.iter().any(|a| a == "--bench");
+    let default_sizes = if smoke { "300" } else { "10000,100000" };
     let sizes: Vec<usize> = std::env::var("FERRY_BENCH_SIZES")
-        .unwrap_or_else(|_| "10000,100000".into())
+        .unwrap_or_else(|_| default_sizes.into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
@@ -177,10 +181,9 @@ async fn main() -> anyhow::Result<()> {
         write_fixture(&bucket::open(&store_config(&local_url, None))?, n).await?;
         let bucket_name = format!("bench-{n}");
         server.create_bucket(&bucket_name);
-        let s3_url = format!("s3://{bucket_name}");
         write_fixture(&server.store(&bucket_name), n).await?;
-        rows.push(measure("local folder", &local_url, None, n).await?);
-        rows.push(measure("MinIO", &s3_url, Some(&server.endpoint), n).await?);
+        rows.push(measure("local folder", store_config(&local_url, None), n).await?);
+        rows.push(measure("MinIO", server.store_config(&bucket_name), n).await?);
     }
     println!();
     println!(

@@ -88,7 +88,7 @@ impl Loader {
         for item in listed {
             seen.insert(item.name.clone());
             let prev = prev_entry(&item.name);
-            match decide(item, prev) {
+            match decide(item, prev, incomplete.is_none()) {
                 Step::Reuse(entry) => {
                     catalog.backups.insert(entry.name.clone(), entry);
                 }

@@ -6,4 +6,4 @@ pub mod metered;
 pub mod store;
 
 pub use load::{DEFAULT_CONCURRENCY, LoadError, Loader};
-pub use store::{OpenError, Store, StoreConfig, open};
+pub use store::{OpenError, S3Credentials, Store, StoreConfig, open};

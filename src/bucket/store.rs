@@ -22,8 +22,25 @@ pub struct StoreConfig {
     pub endpoint: Option<String>,
     pub region: Option<String>,
     pub allow_http: Option<bool>,
+    /// Explicit S3 credentials; normally absent, so the standard `AWS_*` variables (or instance roles) apply.
+    pub credentials: Option<S3Credentials>,
+    /// Per-request timeout; object_store retries failed requests within its own budget.
+    pub request_timeout: Option<std::time::Duration>,
     /// Relative `file://` paths resolve from here (the config file's folder).
     pub base_dir: PathBuf,
+}
+
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct S3Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for S3Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Credentials").field("access_key_id", &self.access_key_id).finish_non_exhaustive()
+    }
 }
 
 /// An opened store. `pager` is set where the store lists page by page (S3, GCS, Azure), which lets a
@@ -60,7 +77,13 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
         "s3" | "s3a" => {
             let bucket = host_of(rest).ok_or_else(|| bad("no bucket after s3://"))?;
             let mut builder =
-                AmazonS3Builder::from_env().with_bucket_name(bucket).with_client_options(client_options());
+                AmazonS3Builder::from_env().with_bucket_name(bucket).with_client_options(client_options(config));
+            if let Some(c) = &config.credentials {
+                builder = builder.with_access_key_id(&c.access_key_id).with_secret_access_key(&c.secret_access_key);
+                if let Some(token) = &c.session_token {
+                    builder = builder.with_token(token);
+                }
+            }
             if let Some(endpoint) = &config.endpoint {
                 builder = builder.with_endpoint(endpoint);
             }
@@ -77,7 +100,7 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
             let bucket = host_of(rest).ok_or_else(|| bad("no bucket after gs://"))?;
             let gcs = GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
-                .with_client_options(client_options())
+                .with_client_options(client_options(config))
                 .build()
                 .map_err(store_err)?;
             let gcs = Arc::new(gcs);
@@ -87,7 +110,7 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
             let container = host_of(rest).ok_or_else(|| bad("no container after az://"))?;
             let azure = MicrosoftAzureBuilder::from_env()
                 .with_container_name(container)
-                .with_client_options(client_options())
+                .with_client_options(client_options(config))
                 .build()
                 .map_err(store_err)?;
             let azure = Arc::new(azure);
@@ -128,9 +151,10 @@ fn resolve_path(base: &Path, rest: &str) -> PathBuf {
     if path.is_absolute() { path.to_path_buf() } else { base.join(path) }
 }
 
-fn client_options() -> ClientOptions {
+fn client_options(config: &StoreConfig) -> ClientOptions {
     // object_store retries 5xx/429 itself; keep each attempt well under its 3-minute retry budget.
-    ClientOptions::new().with_timeout(std::time::Duration::from_secs(30)).with_pool_max_idle_per_host(64)
+    let timeout = config.request_timeout.unwrap_or(std::time::Duration::from_secs(30));
+    ClientOptions::new().with_timeout(timeout).with_pool_max_idle_per_host(64)
 }
 
 /// `memory://NAME` names one store per process, so a writer and a reader in the same process meet.

@@ -55,21 +55,28 @@ pub enum Step {
     MissingMetadata { name: String },
 }
 
-pub fn decide(listed: ListedBackup, previous: Option<&Arc<CatalogBackup>>) -> Step {
-    let Some(metadata) = &listed.metadata else {
+/// Decides what to fetch for `listed`. With an incomplete listing (`complete == false`) a PVB file or resource
+/// list that the listing did not show may simply not have been reached: it is unknown, not gone, so the previous
+/// value is kept, and without one the PVB file is probed (a GET; NotFound means there is none).
+pub fn decide(mut listed: ListedBackup, previous: Option<&Arc<CatalogBackup>>, complete: bool) -> Step {
+    let Some(metadata) = listed.metadata.clone() else {
         return Step::MissingMetadata { name: listed.name };
     };
+    let pvbs_unknown = !complete && listed.pod_volume_backups.is_none();
+    if pvbs_unknown && let Some(prev) = previous {
+        listed.pod_volume_backups = prev.pod_volume_backups_version.clone();
+        listed.has_resource_list |= prev.has_resource_list;
+    }
     let Some(prev) = previous else {
-        let pvbs = listed.pod_volume_backups.is_some();
+        let pvbs = listed.pod_volume_backups.is_some() || pvbs_unknown;
         return Step::Fetch { listed, metadata: true, pod_volume_backups: pvbs, previous: None };
     };
-    let metadata_changed = !prev.metadata_version.same_as(metadata);
+    let metadata_changed = !prev.metadata_version.same_as(&metadata);
     let pvbs_changed = match (&listed.pod_volume_backups, &prev.pod_volume_backups_version) {
-        (None, None) => false,
         (Some(now), Some(before)) => !now.same_as(before),
         (Some(_), None) => true,
-        // The file went away: nothing to fetch, but the entry changes.
-        (None, Some(_)) => false,
+        // Absent now (gone: nothing to fetch, but the entry changes) or absent before and now.
+        (None, _) => false,
     };
     let pvbs_vanished = listed.pod_volume_backups.is_none() && prev.pod_volume_backups_version.is_some();
     let resource_list_changed = listed.has_resource_list != prev.has_resource_list;
@@ -138,24 +145,34 @@ mod tests {
     #[test]
     fn unchanged_is_reused_changed_is_fetched() {
         let prev = entry("m1", Some("p1"));
-        assert!(matches!(decide(listed(Some("m1"), Some("p1")), Some(&prev)), Step::Reuse(_)));
+        assert!(matches!(decide(listed(Some("m1"), Some("p1")), Some(&prev), true), Step::Reuse(_)));
         assert!(matches!(
-            decide(listed(Some("m2"), Some("p1")), Some(&prev)),
+            decide(listed(Some("m2"), Some("p1")), Some(&prev), true),
             Step::Fetch { metadata: true, pod_volume_backups: false, .. }
         ));
         assert!(matches!(
-            decide(listed(Some("m1"), Some("p2")), Some(&prev)),
+            decide(listed(Some("m1"), Some("p2")), Some(&prev), true),
             Step::Fetch { metadata: false, pod_volume_backups: true, .. }
         ));
         assert!(matches!(
-            decide(listed(Some("m1"), None), Some(&prev)),
+            decide(listed(Some("m1"), None), Some(&prev), true),
             Step::Fetch { metadata: false, pod_volume_backups: false, .. }
         ));
         assert!(matches!(
-            decide(listed(Some("m1"), None), None),
+            decide(listed(Some("m1"), None), None, true),
             Step::Fetch { metadata: true, pod_volume_backups: false, .. }
         ));
-        assert!(matches!(decide(listed(None, Some("p1")), Some(&prev)), Step::MissingMetadata { .. }));
+        assert!(matches!(decide(listed(None, Some("p1")), Some(&prev), true), Step::MissingMetadata { .. }));
+    }
+
+    #[test]
+    fn an_incomplete_listing_never_reads_as_a_vanished_file() {
+        let prev = entry("m1", Some("p1"));
+        assert!(matches!(decide(listed(Some("m1"), None), Some(&prev), false), Step::Reuse(_)));
+        assert!(matches!(
+            decide(listed(Some("m1"), None), None, false),
+            Step::Fetch { metadata: true, pod_volume_backups: true, .. }
+        ));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use object_store::ObjectStoreExt;
 
 use ferry::bucket::{self, StoreConfig};
 use ferry::fixture::{self, FixtureSpec};
@@ -39,6 +41,9 @@ pub struct WriteArgs {
     pub no_tarballs: bool,
     #[arg(long)]
     pub no_resource_lists: bool,
+    /// Also write one backup of each kind of bad input (corrupt gzip, truncated metadata, …).
+    #[arg(long)]
+    pub bad_input: bool,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long)]
@@ -59,6 +64,7 @@ pub async fn run(command: FixtureCommand) -> anyhow::Result<()> {
         region: args.region.clone(),
         allow_http: args.allow_http.then_some(true),
         base_dir: std::env::current_dir()?,
+        ..Default::default()
     })?;
     let spec = FixtureSpec {
         backups: args.backups,
@@ -74,6 +80,12 @@ pub async fn run(command: FixtureCommand) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let summary = fixture::write(&store, &spec, args.concurrency).await?;
+    if args.bad_input {
+        for object in fixture::bad_input::bad_input_objects(&spec.prefix) {
+            let key = object_store::path::Path::from(object.key.as_str());
+            store.objects.put(&key, object.body.into()).await.with_context(|| format!("writing {}", object.key))?;
+        }
+    }
     eprintln!(
         "wrote {} backups ({} objects, {} bytes) to {} in {:.1}s",
         summary.backups,

@@ -140,8 +140,8 @@ impl LoadedConfig {
     }
 
     pub fn from_yaml(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: Config =
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        let config: Config = serde_saphyr::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let invalid = |message: String| ConfigError::Invalid { path: path.into(), message };
         check_unique("locations", config.locations.iter().map(|l| l.name.as_str())).map_err(invalid)?;
@@ -149,13 +149,19 @@ impl LoadedConfig {
         let location_names: BTreeSet<&str> = config.locations.iter().map(|l| l.name.as_str()).collect();
         for cluster in &config.clusters {
             if let Some(unknown) = cluster.storage_locations.keys().find(|l| !location_names.contains(l.as_str())) {
-                return Err(invalid(format!("clusters[{}].storageLocations names unknown location {unknown:?}", cluster.name)));
+                return Err(invalid(format!(
+                    "clusters[{}].storageLocations names unknown location {unknown:?}",
+                    cluster.name
+                )));
             }
         }
         let cluster_names: BTreeSet<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
         for m in &config.namespace_mappings {
             if !cluster_names.contains(m.to.as_str()) {
-                return Err(invalid(format!("namespaceMappings {} → {}: unknown target cluster {:?}", m.from, m.to, m.to)));
+                return Err(invalid(format!(
+                    "namespaceMappings {} → {}: unknown target cluster {:?}",
+                    m.from, m.to, m.to
+                )));
             }
         }
         if config.catalog.concurrency == 0 {
@@ -175,8 +181,8 @@ impl LoadedConfig {
                 prefix: m.prefix.as_ref().map(|p| PrefixRewrite { strip: p.strip.clone(), add: p.add.clone() }),
             })
             .collect();
-        let mappings =
-            NamespaceMappings::new(mappings, protected).map_err(|source| ConfigError::Mapping { path: path.into(), source: Box::new(source) })?;
+        let mappings = NamespaceMappings::new(mappings, protected)
+            .map_err(|source| ConfigError::Mapping { path: path.into(), source: Box::new(source) })?;
         Ok(Self { config, path: path.into(), base_dir, mappings })
     }
 
@@ -187,6 +193,7 @@ impl LoadedConfig {
             region: location.region.clone(),
             allow_http: location.allow_http,
             base_dir: self.base_dir.clone(),
+            ..Default::default()
         }
     }
 
@@ -269,7 +276,9 @@ namespaceMappings:
     fn invalid_configs_are_refused_with_reasons() {
         let err = load(&GOOD.replace("team-a-dr", "kube-system")).unwrap_err().to_string();
         assert!(err.contains("kube-system") && err.contains("cluster-a → cluster-b"), "{err}");
-        let err = load(&GOOD.replace("openshift-adp", "backup-ops").replace("team-a-dr", "backup-ops")).unwrap_err().to_string();
+        let err = load(&GOOD.replace("openshift-adp", "backup-ops").replace("team-a-dr", "backup-ops"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("Velero/OADP namespace"), "{err}");
         let err = load(&GOOD.replace("{shared: dr-bsl}", "{other: dr-bsl}")).unwrap_err().to_string();
         assert!(err.contains("unknown location \"other\""), "{err}");

@@ -51,8 +51,10 @@ fn foreign_objects(which: &BTreeSet<usize>, backups: &[Value]) -> Vec<Value> {
                 "namespace": TARGET_NAMESPACES[i % TARGET_NAMESPACES.len()]}, "spec": {"backupSpec": {}}})),
             1 => {
                 if let Some(b) = backups.get(i % backups.len().max(1)) {
-                    out.push(json!({"kind": "Backup", "metadata": {"name": b["metadata"]["name"], "namespace": "velero",
-                        "uid": "user-uid"}, "spec": {"storageLocation": "user-bsl"}}));
+                    out.push(
+                        json!({"kind": "Backup", "metadata": {"name": b["metadata"]["name"], "namespace": "velero",
+                        "uid": "user-uid"}, "spec": {"storageLocation": "user-bsl"}}),
+                    );
                 }
             }
             _ => {

@@ -86,7 +86,12 @@ pub(super) fn inventory(docs: Vec<Value>) -> Inventory {
 }
 
 pub(super) fn cluster(docs: Vec<Value>) -> ClusterState {
-    ClusterState { name: "cluster-b".into(), velero_namespace: "velero".into(), inventory: inventory(docs), ..Default::default() }
+    ClusterState {
+        name: "cluster-b".into(),
+        velero_namespace: "velero".into(),
+        inventory: inventory(docs),
+        ..Default::default()
+    }
 }
 
 pub(super) fn ns(name: &str) -> Value {
@@ -272,7 +277,8 @@ fn rule2_existing_pvbs_are_matched_by_name_and_backup_label() {
     other["kind"] = "PodVolumeBackup".into();
     other["metadata"]["namespace"] = "velero".into();
     other["metadata"]["labels"]["velero.io/backup-name"] = "another".into();
-    let t = cluster(vec![bsl("b-bsl", "velero"), backup_cr("b-uid", admin_backup("daily-1", "Completed")), same, other]);
+    let t =
+        cluster(vec![bsl("b-bsl", "velero"), backup_cr("b-uid", admin_backup("daily-1", "Completed")), same, other]);
     let items = run(vec![entry(admin_backup("daily-1", "Completed"), 2)], &t, &identity());
     assert_eq!(summary(&items), [(Action::Conflict, "PodVolumeBackup", "velero", "daily-1-pvb1")]);
 }
@@ -311,7 +317,9 @@ fn rule3_nab_in_the_tenant_namespace_shaped_as_synced() {
 #[test]
 fn rule3_only_terminal_nac_backups() {
     let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
-    for (phase, action) in [("InProgress", Action::Wait), ("Failed", Action::Create), ("PartiallyFailed", Action::Create)] {
+    for (phase, action) in
+        [("InProgress", Action::Wait), ("Failed", Action::Create), ("PartiallyFailed", Action::Create)]
+    {
         assert_eq!(run(vec![entry(nac_backup(phase), 0)], &t, &identity())[0].action, action, "{phase}");
     }
 }
