@@ -2,6 +2,8 @@
 
 mod cli;
 
+use std::io::IsTerminal;
+
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -12,7 +14,8 @@ async fn main() -> std::process::ExitCode {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = cli::Cli::parse();
     let filter = EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::stderr().is_terminal();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     match cli.log_format {
         cli::LogFormat::Text => logs.init(),
         cli::LogFormat::Json => logs.json().init(),

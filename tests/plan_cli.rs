@@ -1,0 +1,86 @@
+//! `ferry plan` as a user runs it: the bundled example, output formats, exit codes.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn ferry(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("FERRY_LOG", "warn")
+        .output()
+        .expect("run ferry")
+}
+
+fn plan_json() -> Value {
+    let out = ferry(&["plan", "--config", "examples/ferry.yaml", "-o", "json", "--now", "2026-11-15T00:00:00Z"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn the_example_plans_with_the_documented_shape() {
+    let plan = plan_json();
+    let clusters = plan["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 1);
+    assert_eq!(clusters[0]["cluster"], "cluster-b");
+    let items = clusters[0]["items"].as_array().unwrap();
+    for item in items {
+        for key in ["action", "kind", "namespace", "name", "backup", "reason", "waitsFor", "object"] {
+            assert!(item.get(key).is_some(), "item lacks {key}: {item}");
+        }
+    }
+    let count = |action: &str| items.iter().filter(|i| i["action"] == action).count();
+    assert!(count("create") > 0 && count("wait") > 0 && count("refuse") == 1 && count("conflict") == 1);
+    // The tenant's NABs land only in the mapped namespace.
+    for nab in items.iter().filter(|i| i["kind"] == "NonAdminBackup" && i["action"] != "conflict") {
+        assert_eq!(nab["namespace"], "team-a-dr", "{nab}");
+    }
+    // A Backup that Velero already synced (without PVBs) gets its PVBs with the target's UID.
+    let repaired: Vec<_> = items.iter().filter(|i| i["backup"] == "hourly-20261101020000").collect();
+    assert!(repaired.iter().all(|i| i["kind"] == "PodVolumeBackup" && i["action"] == "create"));
+    assert_eq!(repaired[0]["object"]["metadata"]["ownerReferences"][0]["uid"], "0e3a5f7c-91d2-4b8e-a6f4-3c2d1e0f9a8b");
+    let errors = plan["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 3);
+    for e in errors {
+        assert_eq!(e["location"], "shared");
+        assert!(e["object"].as_str().unwrap().starts_with("velero/backups/"));
+    }
+}
+
+#[test]
+fn yaml_and_table_say_the_same() {
+    let out = ferry(&["plan", "--config", "examples/ferry.yaml", "-o", "yaml", "--now", "2026-11-15T00:00:00Z"]);
+    assert!(out.status.success());
+    let yaml: Value = serde_saphyr::from_slice(&out.stdout).expect("YAML");
+    assert_eq!(yaml, plan_json());
+    let out = ferry(&["plan", "--config", "examples/ferry.yaml"]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.starts_with("CLUSTER cluster-b: "), "{table}");
+    assert!(table.contains("ERRORS: 3 object(s) skipped"), "{table}");
+}
+
+#[test]
+fn config_and_location_errors_exit_non_zero_with_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_key = dir.path().join("bad.yaml");
+    std::fs::write(&bad_key, "locations: []\nclusters: []\nlocatoins: []\n").unwrap();
+    let out = ferry(&["plan", "--config", bad_key.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("locatoins"));
+
+    let unreachable = dir.path().join("unreachable.yaml");
+    std::fs::write(
+        &unreachable,
+        "locations:\n  - {name: gone, url: s3://nothing, sourceCluster: a, endpoint: 'http://127.0.0.1:9', region: us-east-1, allowHttp: true}\nclusters: []\n",
+    )
+    .unwrap();
+    let out = ferry(&["plan", "--config", unreachable.to_str().unwrap()]);
+    assert!(!out.status.success(), "an unreadable location is an error, never an empty plan");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("location \"gone\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
