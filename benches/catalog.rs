@@ -9,7 +9,7 @@ mod minio;
 use std::process::Command;
 use std::time::Instant;
 
-use ferry::bucket::metered::meter;
+use ferry::bucket::metered::{meter, meter_with_latency};
 use ferry::bucket::{self, Loader, Store, StoreConfig};
 use ferry::catalog::{BackupFile, Layout, Location};
 use ferry::fixture::{self, FixtureSpec};
@@ -58,10 +58,14 @@ async fn serial_load(store: &dyn ObjectStore, layout: &Layout) -> anyhow::Result
 }
 
 fn peak_rss_kb() -> u64 {
+    rss_kb("VmHWM:")
+}
+
+fn rss_kb(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
@@ -83,12 +87,23 @@ async fn child(url: &str, endpoint: Option<&str>) -> anyhow::Result<()> {
     let started = Instant::now();
     let catalog = Loader::new(store.clone(), location(&store), CONCURRENCY).refresh(None).await?;
     let ms = started.elapsed().as_millis();
+    if std::env::var_os("FERRY_BENCH_DEBUG").is_some() {
+        let raw: usize = catalog.backups.values().map(|b| b.backup.raw_len()).sum();
+        let pvb: usize = catalog.backups.values().map(|b| b.pod_volume_backups.gzip_len()).sum();
+        eprintln!("rss now {} kB, raw metadata {} kB, pvb gz {} kB", rss_kb("VmRSS:"), raw / 1024, pvb / 1024);
+        // SAFETY: glibc's malloc_trim takes the allocator's own locks; it only returns free pages to the OS.
+        unsafe { libc::malloc_trim(0) };
+        eprintln!("rss after trim {} kB", rss_kb("VmRSS:"));
+        drop(catalog);
+        eprintln!("rss after drop {} kB", rss_kb("VmRSS:"));
+        return Ok(());
+    }
     println!("{ms} {} {}", catalog.backups.len(), peak_rss_kb());
     Ok(())
 }
 
 struct Row {
-    store: &'static str,
+    store: String,
     backups: usize,
     concurrent_ms: u128,
     serial_ms: u128,
@@ -131,7 +146,7 @@ async fn measure(label: &'static str, config: StoreConfig, n: usize) -> anyhow::
     let warm_requests = counts.tally() - before;
     anyhow::ensure!(warm.backups.len() == n, "warm refresh lost backups");
     Ok(Row {
-        store: label,
+        store: label.to_string(),
         backups: n,
         concurrent_ms: fields[0] as u128,
         serial_ms,
@@ -139,6 +154,36 @@ async fn measure(label: &'static str, config: StoreConfig, n: usize) -> anyhow::
         warm_gets: warm_requests.get + warm_requests.head,
         warm_lists: warm_requests.list,
         rss_mb: fields[2] as f64 / 1024.0,
+    })
+}
+
+/// Both loaders again, every request delayed by `latency` (a bucket one network round trip away, as a real
+/// cloud bucket is): in-process, so without an RSS figure.
+async fn measure_with_latency(config: StoreConfig, n: usize, latency: std::time::Duration) -> anyhow::Result<Row> {
+    let (store, counts) = meter_with_latency(bucket::open(&config)?, latency);
+    let started = Instant::now();
+    let cold = Loader::new(store.clone(), location(&store), CONCURRENCY).refresh(None).await?;
+    let concurrent_ms = started.elapsed().as_millis();
+    anyhow::ensure!(cold.backups.len() == n, "concurrent loader saw {} backups", cold.backups.len());
+    let started = Instant::now();
+    let serial = serial_load(store.objects.as_ref(), &Layout::new(&location(&store).prefix)).await?;
+    let serial_ms = started.elapsed().as_millis();
+    anyhow::ensure!(serial == n, "serial loader saw {serial} backups, expected {n}");
+    let loader = Loader::new(store.clone(), location(&store), CONCURRENCY);
+    let before = counts.tally();
+    let started = Instant::now();
+    loader.refresh(Some(&cold)).await?;
+    let warm_ms = started.elapsed().as_millis();
+    let warm = counts.tally() - before;
+    Ok(Row {
+        store: format!("MinIO + {} ms/request", latency.as_millis()),
+        backups: n,
+        concurrent_ms,
+        serial_ms,
+        warm_ms,
+        warm_gets: warm.get + warm.head,
+        warm_lists: warm.list,
+        rss_mb: f64::NAN,
     })
 }
 
@@ -185,6 +230,11 @@ async fn main() -> anyhow::Result<()> {
         rows.push(measure("local folder", store_config(&local_url, None), n).await?);
         rows.push(measure("MinIO", server.store_config(&bucket_name), n).await?);
     }
+    if let Some(&n) = sizes.first() {
+        let latency = std::time::Duration::from_millis(2);
+        eprintln!("== {n} backups, {} ms added to every request", latency.as_millis());
+        rows.push(measure_with_latency(server.store_config(&format!("bench-{n}")), n, latency).await?);
+    }
     println!();
     println!(
         "| store | backups | ferry cold (s) | serial cold (s) | speed-up | warm refresh (s) | warm GET+HEAD | warm LIST | cold peak RSS (MB) |"
@@ -192,7 +242,7 @@ async fn main() -> anyhow::Result<()> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.2} | {:.2} | {:.1}× | {:.2} | {} | {} | {:.0} |",
+            "| {} | {} | {:.2} | {:.2} | {:.1}× | {:.2} | {} | {} | {} |",
             r.store,
             r.backups,
             r.concurrent_ms as f64 / 1000.0,
@@ -201,7 +251,7 @@ async fn main() -> anyhow::Result<()> {
             r.warm_ms as f64 / 1000.0,
             r.warm_gets,
             r.warm_lists,
-            r.rss_mb
+            if r.rss_mb.is_nan() { "–".to_string() } else { format!("{:.0}", r.rss_mb) }
         );
     }
     Ok(())

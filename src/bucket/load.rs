@@ -11,7 +11,9 @@ use super::list::{backup_names, backup_objects, version_of};
 use super::store::Store;
 use crate::catalog::decode::{self, ResourceList};
 use crate::catalog::refresh::{ListedBackup, Step, decide, group_listing};
-use crate::catalog::{BackupFile, CatalogBackup, Layout, Listing, Location, LocationCatalog, ObjectVersion};
+use crate::catalog::{
+    BackupFile, CatalogBackup, Layout, Listing, Location, LocationCatalog, ObjectVersion, PodVolumeBackupFile,
+};
 
 /// Concurrent requests per location unless configured otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 32;
@@ -41,7 +43,7 @@ pub struct Loader {
 
 /// The outcome of fetching one backup.
 enum Fetched {
-    Ok(Box<CatalogBackup>),
+    Ok(Arc<CatalogBackup>),
     /// The store failed (possibly transiently): keep what we had.
     ReadFailed {
         key: String,
@@ -74,13 +76,12 @@ impl Loader {
         })?;
         let objects = backup_objects(&self.store, &self.layout, &names.names, self.concurrency).await;
         let mut catalog = LocationCatalog::empty(self.location.clone());
-        let incomplete = names.incomplete.clone().or(objects.incomplete.clone());
+        let incomplete = names.incomplete.clone().or_else(|| objects.incomplete.clone());
         if let Some(reason) = &incomplete {
             catalog.error(self.layout.backups_dir(), format!("listing incomplete, previous entries kept: {reason}"));
             catalog.listing = Listing::Incomplete { reason: reason.clone() };
         }
-        let listed =
-            group_listing(&self.layout, names.names, objects.objects.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let listed = group_listing(&self.layout, names.names, objects.objects);
         let prev_entry = |name: &str| previous.and_then(|p| p.backups.get(name));
 
         let mut seen = std::collections::BTreeSet::new();
@@ -117,7 +118,14 @@ impl Loader {
                     catalog.backups.insert(name.clone(), entry.clone());
                 }
             }
+            for name in previous.iter().flat_map(|p| p.skipped.iter()) {
+                if !seen.contains(name) {
+                    catalog.skipped.insert(name.clone());
+                }
+            }
         }
+        let fetching: Vec<(String, Option<Arc<CatalogBackup>>)> =
+            fetches.iter().map(|(listed, _, _, previous)| (listed.name.clone(), previous.clone())).collect();
 
         let results: Vec<(String, Option<Arc<CatalogBackup>>, Fetched)> = futures::stream::iter(fetches)
             .map(|(listed, metadata, pvbs, previous)| {
@@ -131,10 +139,20 @@ impl Loader {
             .filter_map(|joined| async move { joined.ok() })
             .collect()
             .await;
-        for (name, previous, fetched) in results {
+        // A fetch task that panicked left no result: report it and keep what we had, never lose it silently.
+        let answered: std::collections::BTreeSet<&str> = results.iter().map(|(name, _, _)| name.as_str()).collect();
+        let lost: Vec<(String, Option<Arc<CatalogBackup>>, Fetched)> = fetching
+            .into_iter()
+            .filter(|(name, _)| !answered.contains(name.as_str()))
+            .map(|(name, previous)| {
+                let key = self.layout.backup_dir(&name);
+                (name, previous, Fetched::ReadFailed { key, error: "internal error: the fetch task failed".into() })
+            })
+            .collect();
+        for (name, previous, fetched) in results.into_iter().chain(lost) {
             match fetched {
                 Fetched::Ok(entry) => {
-                    catalog.backups.insert(name, Arc::from(entry));
+                    catalog.backups.insert(name, entry);
                 }
                 Fetched::ReadFailed { key, error } => {
                     catalog.error(key, error);
@@ -183,18 +201,18 @@ impl Loader {
             (false, Some(prev)) if listed_pvbs => {
                 (prev.pod_volume_backups.clone(), prev.pod_volume_backups_version.clone())
             }
-            (false, _) => (Vec::new(), None),
+            (false, _) => (PodVolumeBackupFile::default(), None),
             (true, _) => match self.get(&pvb_key).await {
-                Ok((bytes, version)) => match decode::pod_volume_backups(&bytes) {
+                Ok((bytes, version)) => match PodVolumeBackupFile::from_gzip(&bytes) {
                     Ok(items) => (items, Some(version)),
                     Err(e) => return Fetched::Bad { key: pvb_key, error: e.to_string() },
                 },
-                Err(object_store::Error::NotFound { .. }) => (Vec::new(), None),
+                Err(object_store::Error::NotFound { .. }) => (PodVolumeBackupFile::default(), None),
                 Err(e) => return Fetched::ReadFailed { key: pvb_key, error: e.to_string() },
             },
         };
         let has_resource_list = listed.has_resource_list;
-        Fetched::Ok(Box::new(CatalogBackup {
+        Fetched::Ok(Arc::new(CatalogBackup {
             name: name.to_string(),
             backup,
             pod_volume_backups,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -63,13 +64,25 @@ fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+async fn delay(latency: Duration) {
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+}
+
 /// Wraps `store` so that every request it makes is counted in the returned counters.
 pub fn meter(store: Store) -> (Store, Arc<RequestCounts>) {
+    meter_with_latency(store, Duration::ZERO)
+}
+
+/// Like [`meter`], and every request first waits `latency`: a loopback store made to answer like a remote one
+/// (benchmarks compare loaders under the round-trip times of a real cloud bucket).
+pub fn meter_with_latency(store: Store, latency: Duration) -> (Store, Arc<RequestCounts>) {
     let counts = Arc::new(RequestCounts::default());
-    let objects = Arc::new(MeteredObjects { inner: store.objects, counts: counts.clone() });
+    let objects = Arc::new(MeteredObjects { inner: store.objects, counts: counts.clone(), latency });
     let pager = store
         .pager
-        .map(|inner| Arc::new(MeteredPager { inner, counts: counts.clone() }) as Arc<dyn PaginatedListStore>);
+        .map(|inner| Arc::new(MeteredPager { inner, counts: counts.clone(), latency }) as Arc<dyn PaginatedListStore>);
     (Store { objects, pager, ..store }, counts)
 }
 
@@ -77,6 +90,7 @@ pub fn meter(store: Store) -> (Store, Arc<RequestCounts>) {
 struct MeteredObjects {
     inner: Arc<dyn ObjectStore>,
     counts: Arc<RequestCounts>,
+    latency: Duration,
 }
 
 impl fmt::Display for MeteredObjects {
@@ -89,6 +103,7 @@ impl fmt::Display for MeteredObjects {
 impl ObjectStore for MeteredObjects {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         bump(&self.counts.put);
+        delay(self.latency).await;
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -99,6 +114,7 @@ impl ObjectStore for MeteredObjects {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         bump(if options.head { &self.counts.head } else { &self.counts.get });
+        delay(self.latency).await;
         self.inner.get_opts(location, options).await
     }
 
@@ -123,6 +139,7 @@ impl ObjectStore for MeteredObjects {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         bump(&self.counts.list);
+        delay(self.latency).await;
         self.inner.list_with_delimiter(prefix).await
     }
 
@@ -134,12 +151,14 @@ impl ObjectStore for MeteredObjects {
 struct MeteredPager {
     inner: Arc<dyn PaginatedListStore>,
     counts: Arc<RequestCounts>,
+    latency: Duration,
 }
 
 #[async_trait]
 impl PaginatedListStore for MeteredPager {
     async fn list_paginated(&self, prefix: Option<&str>, opts: PaginatedListOptions) -> Result<PaginatedListResult> {
         bump(&self.counts.list);
+        delay(self.latency).await;
         self.inner.list_paginated(prefix, opts).await
     }
 }

@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod layout;
 pub mod location;
+pub mod pod_volume_backup_file;
 pub mod refresh;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,10 +13,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{Backup, Object, PodVolumeBackup};
+use crate::model::{Backup, Object};
 
 pub use layout::{BackupFile, Layout};
 pub use location::{Location, StoreKind};
+pub use pod_volume_backup_file::PodVolumeBackupFile;
 
 /// Identifies one stored version of an object, to avoid fetching it again when it did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +45,7 @@ pub struct CatalogBackup {
     /// `velero-backup.json`.
     pub backup: Object<Backup>,
     /// `<name>-podvolumebackups.json.gz`; empty when the file is absent or `null`.
-    pub pod_volume_backups: Vec<Object<PodVolumeBackup>>,
+    pub pod_volume_backups: PodVolumeBackupFile,
     pub metadata_version: ObjectVersion,
     /// `None` when the backup has no PVB file.
     pub pod_volume_backups_version: Option<ObjectVersion>,

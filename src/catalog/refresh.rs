@@ -18,10 +18,10 @@ pub struct ListedBackup {
 
 /// Groups listed objects by backup. `names` (from the delimiter listing) define which backups exist;
 /// objects of other directories are ignored until a listing names them.
-pub fn group_listing<'a>(
+pub fn group_listing<K: AsRef<str>>(
     layout: &Layout,
     names: impl IntoIterator<Item = String>,
-    objects: impl IntoIterator<Item = (&'a str, ObjectVersion)>,
+    objects: impl IntoIterator<Item = (K, ObjectVersion)>,
 ) -> Vec<ListedBackup> {
     let mut by_name: BTreeMap<String, ListedBackup> = names
         .into_iter()
@@ -32,7 +32,7 @@ pub fn group_listing<'a>(
         })
         .collect();
     for (key, version) in objects {
-        let Some((backup, file)) = layout.classify(key) else { continue };
+        let Some((backup, file)) = layout.classify(key.as_ref()) else { continue };
         let Some(listed) = by_name.get_mut(backup) else { continue };
         match file {
             BackupFile::Metadata => listed.metadata = Some(version),
@@ -105,7 +105,7 @@ mod tests {
         Arc::new(CatalogBackup {
             name: "b".into(),
             backup,
-            pod_volume_backups: vec![],
+            pod_volume_backups: Default::default(),
             metadata_version: v(meta),
             pod_volume_backups_version: pvbs.map(v),
             has_resource_list: false,

@@ -55,7 +55,29 @@ pub const FERRY_NAMESPACE_MAPPING: &str = "ferry.dev/namespace-mapping";
 /// Annotation on a mapped NonAdminBackup: why NAC's NonAdminRestore cannot restore it and what works instead.
 pub const FERRY_RESTORE_HINT: &str = "ferry.dev/restore-hint";
 
+/// Every label and annotation key ferry reads from an object; typed views keep only these.
+pub const READ_KEYS: &[&str] = &[
+    VELERO_STORAGE_LOCATION,
+    VELERO_BACKUP_NAME,
+    VELERO_BACKUP_UID,
+    OADP,
+    MANAGED_BY,
+    NAB_ORIGIN_NACUUID,
+    NAB_ORIGIN_NAME,
+    NAB_ORIGIN_NAMESPACE,
+    NAB_SYNCED_FROM_NACUUID,
+    NABSL_ORIGIN_NACUUID,
+    NABSL_ORIGIN_NAME,
+    NABSL_ORIGIN_NAMESPACE,
+    FERRY_MANAGED_BY,
+    FERRY_SOURCE_CLUSTER,
+    FERRY_SOURCE_LOCATION,
+    FERRY_SOURCE_NAMESPACE,
+    FERRY_BACKUP_NAME,
+    FERRY_NAMESPACE_MAPPING,
+];
+
 /// True when `labels` carry ferry's ownership mark.
-pub fn is_ferry_managed(labels: &std::collections::BTreeMap<String, String>) -> bool {
-    labels.get(FERRY_MANAGED_BY).map(String::as_str) == Some(FERRY_MANAGED_BY_VALUE)
+pub fn is_ferry_managed(labels: &super::string_map::StringMap) -> bool {
+    labels.get(FERRY_MANAGED_BY) == Some(FERRY_MANAGED_BY_VALUE)
 }

@@ -1,8 +1,10 @@
-//! The slice of Kubernetes `ObjectMeta` ferry reasons about. The full object always travels as raw JSON beside it.
-
-use std::collections::BTreeMap;
+//! The slice of Kubernetes `ObjectMeta` ferry reasons about. The full object always travels as raw JSON beside it,
+//! so fields ferry only copies (owner references, resourceVersion, …) are not duplicated here.
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+use super::labels;
+use super::string_map::StringMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -12,23 +14,21 @@ pub struct ObjectMeta {
     pub namespace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
-    #[serde(deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-    #[serde(deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
-    pub owner_references: Vec<OwnerReference>,
+    /// Only the keys ferry reads ([`labels::READ_KEYS`]); the raw JSON has them all.
+    #[serde(deserialize_with = "read_keys_only", skip_serializing_if = "StringMap::is_empty")]
+    pub labels: StringMap,
+    /// Only the keys ferry reads ([`labels::READ_KEYS`]); the raw JSON has them all.
+    #[serde(deserialize_with = "read_keys_only", skip_serializing_if = "StringMap::is_empty")]
+    pub annotations: StringMap,
 }
 
 impl ObjectMeta {
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
+        self.labels.get(key)
     }
 
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key).map(String::as_str)
+        self.annotations.get(key)
     }
 
     pub fn namespace(&self) -> &str {
@@ -36,13 +36,14 @@ impl ObjectMeta {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct OwnerReference {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
+/// Keeps the keys ferry decides on. A catalog holds a view of every backup; labels and annotations nobody reads
+/// (Kubernetes versions, user labels, …) would be most of its memory, and they are in the raw JSON anyway.
+fn read_keys_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<StringMap, D::Error> {
+    let all = StringMap::deserialize(deserializer)?;
+    if all.iter().all(|(k, _)| labels::READ_KEYS.contains(&k)) {
+        return Ok(all);
+    }
+    Ok(all.iter().filter(|(k, _)| labels::READ_KEYS.contains(k)).collect())
 }
 
 /// Go's `encoding/json` writes nil slices and maps as `null`; read those as empty.

@@ -1,6 +1,7 @@
 //! Domain types: typed views of the Velero and OADP objects ferry reads and writes, and their well-known keys.
 
 pub mod backup;
+pub mod compressed_json;
 pub mod inventory;
 pub mod labels;
 pub mod meta;
@@ -9,11 +10,13 @@ pub mod non_admin_backup;
 pub mod object;
 pub mod pod_volume_backup;
 pub mod storage_location;
+pub mod string_map;
 
 pub use backup::{Backup, BackupPhase};
 pub use inventory::Inventory;
-pub use meta::{ObjectMeta, OwnerReference};
+pub use meta::ObjectMeta;
 pub use non_admin_backup::NonAdminBackup;
 pub use object::{Kind, Object};
 pub use pod_volume_backup::PodVolumeBackup;
 pub use storage_location::BackupStorageLocation;
+pub use string_map::StringMap;

@@ -1,13 +1,14 @@
 //! An object as read (from a bucket or a cluster): its typed view for decisions, and its raw JSON so that
 //! nothing we do not model is lost when we re-create it.
 //!
-//! The raw JSON is kept compact (`RawValue`), not as a `serde_json::Value` tree: a catalog of 100k backups
-//! holds it for every backup and PVB, and a tree costs several times the text.
+//! The raw JSON is kept compact and compressed, not as a `serde_json::Value` tree: a catalog of 100k backups
+//! holds it for every backup, and a tree costs several times the text. It is expanded only to build an object
+//! ferry would create.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
+use super::compressed_json::CompressedJson;
 use super::meta::ObjectMeta;
 
 /// A Kubernetes kind ferry models.
@@ -21,14 +22,14 @@ pub trait Kind: DeserializeOwned {
 #[derive(Debug, Clone)]
 pub struct Object<K> {
     pub view: K,
-    raw: Box<RawValue>,
+    raw: CompressedJson,
 }
 
 impl<K: Kind> Object<K> {
     /// Parses `raw` as `K`. The raw JSON is kept whole, including fields `K` does not know.
     pub fn from_value(raw: Value) -> Result<Self, serde_json::Error> {
         let view = K::deserialize(&raw)?;
-        let raw = serde_json::value::to_raw_value(&raw)?;
+        let raw = CompressedJson::new(&serde_json::to_vec(&raw)?);
         Ok(Self { view, raw })
     }
 
@@ -47,17 +48,22 @@ impl<K: Kind> Object<K> {
     /// The raw JSON as a tree, to be edited into the object ferry would create.
     pub fn to_value(&self) -> Value {
         // The text was produced by serde_json from a Value, so it parses back.
-        serde_json::from_str(self.raw.get()).unwrap_or(Value::Null)
+        serde_json::from_slice(&self.raw.text()).unwrap_or(Value::Null)
     }
 
     /// The compact raw JSON text.
-    pub fn raw_json(&self) -> &str {
-        self.raw.get()
+    pub fn raw_json(&self) -> Vec<u8> {
+        self.raw.text()
+    }
+
+    /// Heap bytes this object holds for its raw JSON (for memory accounting).
+    pub fn raw_len(&self) -> usize {
+        self.raw.len()
     }
 }
 
 impl<K: PartialEq> PartialEq for Object<K> {
     fn eq(&self, other: &Self) -> bool {
-        self.view == other.view && self.raw.get() == other.raw.get()
+        self.view == other.view && self.raw == other.raw
     }
 }

@@ -16,15 +16,13 @@ use super::{Action, PlanItem, Target};
 /// stays the source namespace: Velero's restore matches PVBs by it (rule 4). Backups whose CR already existed
 /// get their PVBs too (Velero skips those).
 pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> Vec<PlanItem> {
-    if *state == BackupState::Conflict {
+    if *state == BackupState::Conflict || entry.pod_volume_backups.is_empty() {
         return Vec::new();
     }
     let ns = target.cluster.velero_namespace.as_str();
     let backup_label = velero_label_value(&entry.name);
-    let mut items = Vec::new();
-    for pvb in &entry.pod_volume_backups {
-        let name = pvb.name();
-        let item = |action, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
+    let item =
+        |action, name: &str, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
             action,
             kind: PodVolumeBackup::KIND.into(),
             namespace: ns.to_string(),
@@ -34,23 +32,35 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
             waits_for,
             object,
         };
-        let existing =
-            target.cluster.inventory.pod_volume_backups.iter().find(|p| p.name() == name && p.namespace() == ns);
-        if let Some(existing) = existing {
-            if existing.meta().label(labels::VELERO_BACKUP_NAME) != Some(backup_label.as_str()) {
+    let existing = |name: &str| {
+        target.cluster.inventory.pod_volume_backups.iter().find(|p| p.name() == name && p.namespace() == ns)
+    };
+    let mut items = Vec::new();
+    let mut missing = Vec::new();
+    // Names first: on a converged cluster every PVB exists and nothing is decoded.
+    for name in entry.pod_volume_backups.names() {
+        match existing(name) {
+            Some(p) if p.meta().label(labels::VELERO_BACKUP_NAME) == Some(backup_label.as_str()) => {}
+            Some(_) => {
                 let reason =
                     format!("PodVolumeBackup {ns}/{name} exists but belongs to another backup; left untouched");
-                items.push(item(Action::Conflict, Some(reason), None, None));
+                items.push(item(Action::Conflict, name, Some(reason), None, None));
             }
-            continue;
+            None => missing.push(name),
         }
+    }
+    if missing.is_empty() {
+        return items;
+    }
+    for pvb in entry.pod_volume_backups.objects().iter().filter(|p| missing.contains(&p.name())) {
         match state {
             BackupState::Exists { uid: Some(uid) } => {
-                items.push(item(Action::Create, None, None, Some(desired(target, entry, pvb, uid))));
+                items.push(item(Action::Create, pvb.name(), None, None, Some(desired(target, entry, pvb, uid))));
             }
             _ => {
                 let waits_for = state.waits_for(target, &entry.name);
-                items.push(item(Action::Wait, None, Some(waits_for), Some(desired(target, entry, pvb, ""))));
+                let template = desired(target, entry, pvb, "");
+                items.push(item(Action::Wait, pvb.name(), None, Some(waits_for), Some(template)));
             }
         }
     }

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::catalog::{CatalogBackup, Listing, Location, LocationCatalog, ObjectVersion, StoreKind};
+use crate::catalog::{
+    CatalogBackup, Listing, Location, LocationCatalog, ObjectVersion, PodVolumeBackupFile, StoreKind,
+};
 use crate::model::{BackupPhase, Inventory, Object, labels};
 use crate::resolve::{NamespaceMapping, NamespaceMappings, ProtectedNamespaces};
 
@@ -63,7 +65,9 @@ pub(super) fn entry(backup: Value, pvbs: usize) -> Arc<CatalogBackup> {
     let name = backup.name().to_string();
     let version = ObjectVersion { e_tag: Some("e".into()), size: 1, last_modified_ms: 0 };
     Arc::new(CatalogBackup {
-        pod_volume_backups: (0..pvbs).map(|i| Object::from_value(pvb(&name, i)).unwrap()).collect(),
+        pod_volume_backups: PodVolumeBackupFile::from_objects(
+            &(0..pvbs).map(|i| Object::from_value(pvb(&name, i)).unwrap()).collect::<Vec<_>>(),
+        ),
         name,
         backup,
         metadata_version: version.clone(),
