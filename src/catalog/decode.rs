@@ -5,6 +5,7 @@ use std::io::Read;
 
 use flate2::read::MultiGzDecoder;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::model::names::invalid_object_name;
 use crate::model::{Backup, Kind, Object, PodVolumeBackup};
@@ -33,9 +34,9 @@ pub fn backup_metadata(dir: &str, bytes: &[u8]) -> Result<Object<Backup>, Decode
     if let Some(reason) = invalid_object_name(dir) {
         return Err(DecodeError::InvalidName { name: dir.to_string(), reason });
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
-    check_kind::<Backup>(&value)?;
-    let backup = Object::<Backup>::from_value(value).map_err(|e| DecodeError::Shape(e.to_string()))?;
+    let text: &RawValue = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
+    check_kind::<Backup>(text.get())?;
+    let backup = Object::<Backup>::from_json_text(text.get()).map_err(|e| DecodeError::Shape(e.to_string()))?;
     if backup.name() != dir {
         return Err(DecodeError::NameMismatch { dir: dir.to_string(), name: backup.name().to_string() });
     }
@@ -44,28 +45,63 @@ pub fn backup_metadata(dir: &str, bytes: &[u8]) -> Result<Object<Backup>, Decode
 
 /// Decodes `<name>-podvolumebackups.json.gz`: a JSON array of PodVolumeBackups, or `null` for none.
 pub fn pod_volume_backups(bytes: &[u8]) -> Result<Vec<Object<PodVolumeBackup>>, DecodeError> {
-    let value = gzip_json(bytes)?;
-    let items = match value {
-        Value::Null => return Ok(Vec::new()),
-        Value::Array(items) => items,
-        other => return Err(DecodeError::Shape(format!("expected a JSON array or null, found {}", type_name(&other)))),
-    };
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            if !item.is_object() {
-                return Err(DecodeError::Shape(format!("item {i} is {}, not an object", type_name(&item))));
-            }
-            check_kind::<PodVolumeBackup>(&item)?;
-            let pvb = Object::<PodVolumeBackup>::from_value(item)
-                .map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
-            if pvb.name().is_empty() {
-                return Err(DecodeError::Shape(format!("item {i} has no metadata.name")));
-            }
-            Ok(pvb)
-        })
-        .collect()
+    let mut out = Vec::new();
+    for_each_pod_volume_backup(bytes, |i, text| {
+        let pvb = Object::<PodVolumeBackup>::from_json_text(text)
+            .map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
+        out.push(pvb);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Validates a PVB file as [`pod_volume_backups`] does and returns the PVB names, keeping nothing else.
+pub fn pod_volume_backup_names(bytes: &[u8]) -> Result<Vec<Box<str>>, DecodeError> {
+    let mut names = Vec::new();
+    for_each_pod_volume_backup(bytes, |i, text| {
+        let view: PodVolumeBackup =
+            serde_json::from_str(text).map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
+        names.push(view.metadata.name.into_boxed_str());
+        Ok(())
+    })?;
+    Ok(names)
+}
+
+/// Calls `each(index, item text)` for every item of a PVB file, after checking the file's and the item's shape.
+fn for_each_pod_volume_backup(
+    bytes: &[u8],
+    mut each: impl FnMut(usize, &str) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    let text = gunzip(bytes)?;
+    let document: &RawValue = serde_json::from_slice(&text).map_err(DecodeError::Json)?;
+    let items: Option<Vec<&RawValue>> = serde_json::from_str(document.get()).map_err(|_| {
+        DecodeError::Shape(format!("expected a JSON array or null, found {}", json_type(document.get())))
+    })?;
+    for (i, item) in items.unwrap_or_default().into_iter().enumerate() {
+        let item = item.get();
+        if json_type(item) != "an object" {
+            return Err(DecodeError::Shape(format!("item {i} is {}, not an object", json_type(item))));
+        }
+        check_kind::<PodVolumeBackup>(item)?;
+        let named: NameOnly = serde_json::from_str(item).map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
+        if named.metadata.name.is_empty() {
+            return Err(DecodeError::Shape(format!("item {i} has no metadata.name")));
+        }
+        each(i, item)?;
+    }
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    metadata: NameOnlyMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct NameOnlyMeta {
+    #[serde(default)]
+    name: String,
 }
 
 /// `<name>-resource-list.json.gz`: `"<group>/<version>/<Kind>"` (core: `"v1/Pod"`) → `["ns/name" | "name"]`.
@@ -77,21 +113,31 @@ pub fn resource_list(bytes: &[u8]) -> Result<ResourceList, DecodeError> {
 }
 
 fn gzip_json(bytes: &[u8]) -> Result<Value, DecodeError> {
+    serde_json::from_slice(&gunzip(bytes)?).map_err(DecodeError::Json)
+}
+
+fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let mut text = Vec::new();
     MultiGzDecoder::new(bytes).take(MAX_DECOMPRESSED_BYTES + 1).read_to_end(&mut text).map_err(DecodeError::Gzip)?;
     if text.len() as u64 > MAX_DECOMPRESSED_BYTES {
         return Err(DecodeError::TooLarge);
     }
-    serde_json::from_slice(&text).map_err(DecodeError::Json)
+    Ok(text)
 }
 
 /// Velero's files may omit `apiVersion`/`kind` (PVBs come from an informer cache); when present they must match.
-fn check_kind<K: Kind>(value: &Value) -> Result<(), DecodeError> {
-    let Some(map) = value.as_object() else {
-        return Err(DecodeError::Shape(format!("expected a JSON object, found {}", type_name(value))));
-    };
-    for (field, expected) in [("kind", K::KIND), ("apiVersion", K::API_VERSION)] {
-        if let Some(found) = map.get(field).and_then(Value::as_str)
+fn check_kind<K: Kind>(text: &str) -> Result<(), DecodeError> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct TypeMeta {
+        kind: Option<String>,
+        api_version: Option<String>,
+    }
+    let found: TypeMeta = serde_json::from_str(text).map_err(|_| {
+        DecodeError::Shape(format!("expected a JSON object with string kind and apiVersion, found {}", json_type(text)))
+    })?;
+    for (field, found, expected) in [("kind", found.kind, K::KIND), ("apiVersion", found.api_version, K::API_VERSION)] {
+        if let Some(found) = found
             && !found.is_empty()
             && found != expected
         {
@@ -101,14 +147,15 @@ fn check_kind<K: Kind>(value: &Value) -> Result<(), DecodeError> {
     Ok(())
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The JSON type of valid JSON `text`, by its first character.
+fn json_type(text: &str) -> &'static str {
+    match text.trim_start().as_bytes().first() {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
     }
 }
 

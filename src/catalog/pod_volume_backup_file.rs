@@ -18,8 +18,7 @@ pub struct PodVolumeBackupFile {
 impl PodVolumeBackupFile {
     /// Validates the file (see [`decode::pod_volume_backups`]) and keeps it.
     pub fn from_gzip(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let items = decode::pod_volume_backups(bytes)?;
-        let names = items.iter().map(|p| Box::from(p.name())).collect();
+        let names = decode::pod_volume_backup_names(bytes)?;
         Ok(Self { gzip: Bytes::copy_from_slice(bytes), names })
     }
 
