@@ -60,6 +60,28 @@ pub struct PlanItem {
     pub object: Option<Value>,
 }
 
+impl PlanItem {
+    /// An item about a backup as a whole (refused, or waiting), reported on its Backup CR's name.
+    pub fn about_backup(
+        action: Action,
+        target: &Target<'_>,
+        backup: &str,
+        reason: String,
+        waits_for: Option<String>,
+    ) -> Self {
+        PlanItem {
+            action,
+            kind: "Backup".into(),
+            namespace: target.cluster.velero_namespace.clone(),
+            name: backup.to_string(),
+            backup: backup.to_string(),
+            reason: Some(reason),
+            waits_for,
+            object: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClusterPlan {
     pub cluster: String,
@@ -164,16 +186,7 @@ pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &Namesp
         Err(item) => return vec![item.into_item(target, backup.name())],
     };
     match owner_of(backup) {
-        Err(refusal) => vec![PlanItem {
-            action: Action::Refuse,
-            kind: "Backup".into(),
-            namespace: target.cluster.velero_namespace.clone(),
-            name: backup.name().to_string(),
-            backup: backup.name().to_string(),
-            reason: Some(refusal.0),
-            waits_for: None,
-            object: None,
-        }],
+        Err(refusal) => vec![PlanItem::about_backup(Action::Refuse, target, backup.name(), refusal.0, None)],
         Ok(Owner::Admin) => {
             let (mut items, state) = velero_backup::plan(target, entry, None, gate);
             items.extend(pod_volume_backups::plan(target, entry, &state));

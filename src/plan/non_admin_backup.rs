@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::catalog::CatalogBackup;
-use crate::model::{Backup, Kind, NonAdminBackup, labels};
+use crate::model::{Kind, NonAdminBackup, labels};
 use crate::resolve::{NamespaceMappings, Tenant};
 
 use super::phase::PhaseGate;
@@ -31,18 +31,7 @@ pub fn plan_tenant_backup(
     let mapped = mappings.target_namespace(&target.location.source_cluster, &target.cluster.name, origin_ns);
     let target_ns = match mapped {
         Ok(ns) => ns,
-        Err(refusal) => {
-            return vec![PlanItem {
-                action: Action::Refuse,
-                kind: Backup::KIND.into(),
-                namespace: target.cluster.velero_namespace.clone(),
-                name: entry.name.clone(),
-                backup: entry.name.clone(),
-                reason: Some(refusal.0),
-                waits_for: None,
-                object: None,
-            }];
-        }
+        Err(refusal) => return vec![PlanItem::about_backup(Action::Refuse, target, &entry.name, refusal.0, None)],
     };
     let nab_item = |action, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
         action,

@@ -27,16 +27,7 @@ pub struct NotMaterialized {
 
 impl NotMaterialized {
     pub fn into_item(self, target: &Target<'_>, backup: &str) -> PlanItem {
-        PlanItem {
-            action: self.action,
-            kind: "Backup".into(),
-            namespace: target.cluster.velero_namespace.clone(),
-            name: backup.to_string(),
-            backup: backup.to_string(),
-            reason: Some(self.reason),
-            waits_for: self.waits_for,
-            object: None,
-        }
+        PlanItem::about_backup(self.action, target, backup, self.reason, self.waits_for)
     }
 }
 
