@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, StreamExt};
 use object_store::path::Path;
 use object_store::{GetResult, ObjectStoreExt};
 
@@ -87,7 +89,9 @@ impl Loader {
         let mut seen = std::collections::BTreeSet::new();
         let mut fetches = Vec::new();
         for item in listed {
-            seen.insert(item.name.clone());
+            if incomplete.is_some() {
+                seen.insert(item.name.clone());
+            }
             let prev = prev_entry(&item.name);
             match decide(item, prev, incomplete.is_none()) {
                 Step::Reuse(entry) => {
@@ -124,32 +128,26 @@ impl Loader {
                 }
             }
         }
-        let fetching: Vec<(String, Option<Arc<CatalogBackup>>)> =
-            fetches.iter().map(|(listed, _, _, previous)| (listed.name.clone(), previous.clone())).collect();
-
-        let results: Vec<(String, Option<Arc<CatalogBackup>>, Fetched)> = futures::stream::iter(fetches)
+        let mut results = futures::stream::iter(fetches)
             .map(|(listed, metadata, pvbs, previous)| {
                 let this = self.clone();
                 tokio::spawn(async move {
-                    let fetched = this.fetch(&listed, metadata, pvbs, previous.as_deref()).await;
+                    let fetch = this.fetch(&listed, metadata, pvbs, previous.as_deref());
+                    // A panic while decoding one backup must not lose it silently: it becomes a failed read,
+                    // which keeps the previous entry.
+                    let fetched =
+                        AssertUnwindSafe(fetch).catch_unwind().await.unwrap_or_else(|_| Fetched::ReadFailed {
+                            key: this.layout.backup_dir(&listed.name),
+                            error: "internal error while reading this backup".into(),
+                        });
                     (listed.name, previous, fetched)
                 })
             })
-            .buffer_unordered(self.concurrency)
-            .filter_map(|joined| async move { joined.ok() })
-            .collect()
-            .await;
-        // A fetch task that panicked left no result: report it and keep what we had, never lose it silently.
-        let answered: std::collections::BTreeSet<&str> = results.iter().map(|(name, _, _)| name.as_str()).collect();
-        let lost: Vec<(String, Option<Arc<CatalogBackup>>, Fetched)> = fetching
-            .into_iter()
-            .filter(|(name, _)| !answered.contains(name.as_str()))
-            .map(|(name, previous)| {
-                let key = self.layout.backup_dir(&name);
-                (name, previous, Fetched::ReadFailed { key, error: "internal error: the fetch task failed".into() })
-            })
-            .collect();
-        for (name, previous, fetched) in results.into_iter().chain(lost) {
+            .buffer_unordered(self.concurrency);
+        // Results go into the catalog as they come: no second list of 100k results.
+        while let Some(joined) = results.next().await {
+            // Tasks are never aborted and panics are caught inside them.
+            let Ok((name, previous, fetched)) = joined else { continue };
             match fetched {
                 Fetched::Ok(entry) => {
                     catalog.backups.insert(name, entry);
