@@ -51,6 +51,6 @@ async fn a_loaded_catalog_keeps_under_3_kb_per_backup() {
     assert_eq!(catalog.backups.len(), BACKUPS);
     let per_backup = held as usize / BACKUPS;
     eprintln!("catalog holds {per_backup} bytes per backup ({held} for {BACKUPS})");
-    // Measured 2.9 KB (docs/performance.md): raw metadata ~0.65 KB compressed, PVB file ~0.9 KB, views ~1.2 KB.
+    // Measured 2.8 KB (docs/performance.md): raw metadata ~0.65 KB compressed, PVB file ~0.9 KB, views ~1.2 KB.
     assert!(per_backup < 3072, "catalog holds {per_backup} bytes per backup");
 }

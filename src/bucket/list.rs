@@ -26,11 +26,7 @@ pub struct Objects {
 }
 
 pub fn version_of(meta: &ObjectMeta) -> ObjectVersion {
-    ObjectVersion {
-        e_tag: meta.e_tag.clone(),
-        size: meta.size,
-        last_modified_ms: meta.last_modified.timestamp_millis(),
-    }
+    ObjectVersion::new(meta.e_tag.as_deref(), meta.size, meta.last_modified.timestamp_millis())
 }
 
 /// Lists backup names. Fails only when nothing could be listed: an unreadable location is an error, never

@@ -22,13 +22,24 @@ pub use pod_volume_backup_file::PodVolumeBackupFile;
 /// Identifies one stored version of an object, to avoid fetching it again when it did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectVersion {
-    pub e_tag: Option<String>,
+    /// A 64-bit hash of the ETag: only equality matters, and a catalog holds two of these per backup (an ETag
+    /// string would be two heap allocations per backup more).
+    pub e_tag: Option<u64>,
     pub size: u64,
     /// Milliseconds since the Unix epoch.
     pub last_modified_ms: i64,
 }
 
 impl ObjectVersion {
+    pub fn new(e_tag: Option<&str>, size: u64, last_modified_ms: i64) -> Self {
+        let e_tag = e_tag.map(|tag| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(tag, &mut hasher);
+            std::hash::Hasher::finish(&hasher)
+        });
+        Self { e_tag, size, last_modified_ms }
+    }
+
     /// Same ETag (and size), or where a store has no ETag, same size and last-modified time.
     pub fn same_as(&self, other: &ObjectVersion) -> bool {
         match (&self.e_tag, &other.e_tag) {

@@ -97,7 +97,7 @@ mod tests {
     use crate::model::Object;
 
     fn v(tag: &str) -> ObjectVersion {
-        ObjectVersion { e_tag: Some(tag.into()), size: 10, last_modified_ms: 1 }
+        ObjectVersion::new(Some(tag), 10, 1)
     }
 
     fn entry(meta: &str, pvbs: Option<&str>) -> Arc<CatalogBackup> {

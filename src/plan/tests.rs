@@ -63,7 +63,7 @@ pub(super) fn pvb(backup: &str, i: usize) -> Value {
 pub(super) fn entry(backup: Value, pvbs: usize) -> Arc<CatalogBackup> {
     let backup = Object::from_value(backup).unwrap();
     let name = backup.name().to_string();
-    let version = ObjectVersion { e_tag: Some("e".into()), size: 1, last_modified_ms: 0 };
+    let version = ObjectVersion::new(Some("e"), 1, 0);
     Arc::new(CatalogBackup {
         pod_volume_backups: PodVolumeBackupFile::from_objects(
             &(0..pvbs).map(|i| Object::from_value(pvb(&name, i)).unwrap()).collect::<Vec<_>>(),
