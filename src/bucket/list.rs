@@ -83,7 +83,10 @@ pub async fn backup_objects(store: &Store, layout: &Layout, names: &[String], sh
         let mut stream = store.objects.list(Some(&Path::from(dir.as_str())));
         while let Some(item) = stream.next().await {
             match item {
-                Ok(meta) => objects.push((meta.location.to_string(), version_of(&meta))),
+                Ok(meta) => {
+                    let version = version_of(&meta);
+                    objects.push((String::from(meta.location), version));
+                }
                 Err(e) => return Objects { objects, incomplete: Some(format!("listing {dir} failed: {e}")) },
             }
         }
@@ -135,7 +138,7 @@ async fn list_range(
                 return out;
             }
         };
-        for meta in &result.result.objects {
+        for meta in result.result.objects {
             let key = meta.location.as_ref();
             if start.as_deref().is_some_and(|s| key < s) {
                 continue;
@@ -143,7 +146,8 @@ async fn list_range(
             if end.as_deref().is_some_and(|e| key >= e) {
                 return out;
             }
-            out.objects.push((key.to_string(), version_of(meta)));
+            let version = version_of(&meta);
+            out.objects.push((String::from(meta.location), version));
         }
         match result.page_token {
             Some(token) => page_token = Some(token),
