@@ -89,8 +89,8 @@ async fn child(url: &str, endpoint: Option<&str>) -> anyhow::Result<()> {
     let ms = started.elapsed().as_millis();
     if std::env::var_os("FERRY_BENCH_DEBUG").is_some() {
         let raw: usize = catalog.backups.values().map(|b| b.backup.raw_len()).sum();
-        let pvb: usize = catalog.backups.values().map(|b| b.pod_volume_backups.gzip_len()).sum();
-        eprintln!("rss now {} kB, raw metadata {} kB, pvb gz {} kB", rss_kb("VmRSS:"), raw / 1024, pvb / 1024);
+        let pvb: usize = catalog.backups.values().map(|b| b.pod_volume_backups.compressed_len()).sum();
+        eprintln!("rss now {} kB, raw metadata {} kB, pvb {} kB", rss_kb("VmRSS:"), raw / 1024, pvb / 1024);
         // SAFETY: glibc's malloc_trim takes the allocator's own locks; it only returns free pages to the OS.
         unsafe { libc::malloc_trim(0) };
         eprintln!("rss after trim {} kB", rss_kb("VmRSS:"));
@@ -200,8 +200,13 @@ async fn write_fixture(store: &Store, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // As the `ferry` binary does, before the runtime's threads exist: the child's peak RSS is ferry's.
+    ferry::allocator::limit_malloc_arenas();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {

@@ -3,6 +3,7 @@
 //! Pure core: [`catalog`] (bucket bytes → typed backups), [`resolve`] (ownership and namespace mapping),
 //! [`plan`] (the desired objects per cluster). IO at the edges: [`bucket`] (object stores).
 
+pub mod allocator;
 pub mod bucket;
 pub mod catalog;
 pub mod config;

@@ -7,8 +7,19 @@ use std::io::IsTerminal;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // Before the runtime's threads exist.
+    ferry::allocator::limit_malloc_arenas();
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+async fn run() -> std::process::ExitCode {
     // One process-wide TLS crypto provider (aws-lc-rs); object_store's clients use it. A second install
     // attempt only fails if one is already there, which is fine.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();

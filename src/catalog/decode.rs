@@ -7,6 +7,7 @@ use flate2::read::MultiGzDecoder;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::model::compressed_json::compact;
 use crate::model::names::invalid_object_name;
 use crate::model::{Backup, Kind, Object, PodVolumeBackup};
 
@@ -55,16 +56,32 @@ pub fn pod_volume_backups(bytes: &[u8]) -> Result<Vec<Object<PodVolumeBackup>>, 
     Ok(out)
 }
 
-/// Validates a PVB file as [`pod_volume_backups`] does and returns the PVB names, keeping nothing else.
-pub fn pod_volume_backup_names(bytes: &[u8]) -> Result<Vec<Box<str>>, DecodeError> {
-    let mut names = Vec::new();
+/// Validates a PVB file as [`pod_volume_backups`] does and returns the PVB names and the items as one compact
+/// JSON array (`[]` for a `null` file), so the caller can keep them in its own form.
+pub fn pod_volume_backup_items(bytes: &[u8]) -> Result<(Vec<Box<str>>, Vec<u8>), DecodeError> {
+    let (mut names, mut array) = (Vec::new(), vec![b'[']);
     for_each_pod_volume_backup(bytes, |i, text| {
         let view: PodVolumeBackup =
             serde_json::from_str(text).map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
         names.push(view.metadata.name.into_boxed_str());
+        if i > 0 {
+            array.push(b',');
+        }
+        array.extend_from_slice(&compact(text));
         Ok(())
     })?;
-    Ok(names)
+    array.push(b']');
+    Ok((names, array))
+}
+
+/// The items of a compact JSON array made by [`pod_volume_backup_items`].
+pub fn pod_volume_backup_array(text: &[u8]) -> Result<Vec<Object<PodVolumeBackup>>, DecodeError> {
+    let items: Vec<&RawValue> = serde_json::from_slice(text).map_err(DecodeError::Json)?;
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| Object::from_json_text(item.get()).map_err(|e| DecodeError::Shape(format!("item {i}: {e}"))))
+        .collect()
 }
 
 /// Calls `each(index, item text)` for every item of a PVB file, after checking the file's and the item's shape.

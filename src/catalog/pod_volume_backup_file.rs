@@ -1,45 +1,45 @@
 //! A backup's `<name>-podvolumebackups.json.gz`, kept compressed.
 //!
-//! A catalog of 100k backups holds one for every backup; decoded, two PVBs cost ~5 KB, compressed under 1 KB.
+//! A catalog of 100k backups holds one for every backup; decoded, two PVBs cost ~5 KB, as the bucket's gzip
+//! ~0.9 KB, as compact JSON compressed against Velero's field names ([`CompressedJson`]) ~0.6 KB.
 //! The file is decoded once when read (so a bad file is reported then), its PVB names kept for the planner's
 //! cheap "is it there already?" check, and the objects decoded again only when one must be created.
 
-use bytes::Bytes;
-
 use super::decode::{self, DecodeError};
+use crate::model::compressed_json::CompressedJson;
 use crate::model::{Object, PodVolumeBackup};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodVolumeBackupFile {
-    gzip: Bytes,
+    /// The items as one compact JSON array.
+    items: CompressedJson,
     names: Vec<Box<str>>,
 }
 
 impl PodVolumeBackupFile {
     /// Validates the file (see [`decode::pod_volume_backups`]) and keeps it.
     pub fn from_gzip(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let names = decode::pod_volume_backup_names(bytes)?;
-        Ok(Self { gzip: Bytes::copy_from_slice(bytes), names })
+        let (names, array) = decode::pod_volume_backup_items(bytes)?;
+        Ok(Self { items: CompressedJson::new(&array), names })
     }
 
     /// A file holding `items` (for tests and tools that build catalogs by hand).
     pub fn from_objects(items: &[Object<PodVolumeBackup>]) -> Self {
-        use std::io::Write;
         let array: Vec<serde_json::Value> = items.iter().map(Object::to_value).collect();
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        // Writing to a Vec cannot fail.
-        let _ = encoder.write_all(serde_json::Value::Array(array).to_string().as_bytes());
-        let gzip = Bytes::from(encoder.finish().unwrap_or_default());
-        Self { gzip, names: items.iter().map(|p| Box::from(p.name())).collect() }
+        let items_text = serde_json::Value::Array(array).to_string();
+        Self {
+            items: CompressedJson::new(items_text.as_bytes()),
+            names: items.iter().map(|p| Box::from(p.name())).collect(),
+        }
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.names.iter().map(|n| &**n)
     }
 
-    /// Bytes of the compressed file held (for memory accounting).
-    pub fn gzip_len(&self) -> usize {
-        self.gzip.len()
+    /// Bytes of compressed JSON held (for memory accounting).
+    pub fn compressed_len(&self) -> usize {
+        self.items.len()
     }
 
     pub fn len(&self) -> usize {
@@ -55,7 +55,7 @@ impl PodVolumeBackupFile {
         if self.names.is_empty() {
             return Vec::new();
         }
-        decode::pod_volume_backups(&self.gzip).unwrap_or_default()
+        decode::pod_volume_backup_array(&self.items.text()).unwrap_or_default()
     }
 }
 
@@ -69,7 +69,8 @@ mod tests {
             Object::from_value(serde_json::json!({"metadata": {"name": "b-x"}, "spec": {"volume": "data"}})).unwrap();
         let file = PodVolumeBackupFile::from_objects(std::slice::from_ref(&pvb));
         assert_eq!(file.names().collect::<Vec<_>>(), ["b-x"]);
-        let again = PodVolumeBackupFile::from_gzip(&file.gzip).unwrap();
+        let gzip = crate::fixture::gzip(&file.items.text());
+        let again = PodVolumeBackupFile::from_gzip(&gzip).unwrap();
         assert_eq!(again, file);
         assert_eq!(again.objects(), vec![pvb]);
         assert!(PodVolumeBackupFile::from_gzip(b"nope").is_err());

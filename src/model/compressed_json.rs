@@ -1,69 +1,90 @@
-//! Compact JSON kept deflate-compressed in memory.
+//! Compact JSON kept zstd-compressed in memory, against a dictionary of Velero's own field names.
 //!
-//! A catalog holds the raw `velero-backup.json` of every backup (1.3 KB each as compact text); compressed it is
-//! about a third of that. The (de)compressor state is large to set up, so each thread keeps one and resets it.
+//! A catalog holds the raw `velero-backup.json` and PVB file of every backup (1.2 KB and 3 KB as compact text).
+//! Each is too small for a compressor to learn much from it alone; primed with a dictionary of the field names
+//! and fixed values every Velero object repeats (`velero_dictionary.json`), zstd keeps about a quarter of the
+//! text, half of what deflate keeps. Text that does not look like the dictionary still compresses, only less.
+//! A compressor's state is large to set up, so each thread keeps one, with the dictionary loaded.
 
 use std::cell::RefCell;
 
-use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+/// Raw-content dictionary: not trained on any bucket, written from Velero's types (Backup, PodVolumeBackup).
+const DICTIONARY: &[u8] = include_bytes!("velero_dictionary.json");
+/// zstd's default level: the dictionary does most of the work, higher levels cost time for a few bytes.
+const LEVEL: i32 = 3;
 
-#[derive(Clone, PartialEq, Eq)]
+/// The default is empty text.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct CompressedJson {
-    deflated: Box<[u8]>,
+    compressed: Box<[u8]>,
     text_len: u32,
 }
 
+/// `text_len` of text kept as is, when the compressor ever fails.
+const UNCOMPRESSED: u32 = u32::MAX;
+
 thread_local! {
-    static CODEC: RefCell<(Compress, Decompress)> =
-        RefCell::new((Compress::new(Compression::fast(), false), Decompress::new(false)));
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        RefCell::new(zstd::bulk::Compressor::with_dictionary(LEVEL, DICTIONARY).ok());
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        RefCell::new(zstd::bulk::Decompressor::with_dictionary(DICTIONARY).ok());
 }
 
 impl CompressedJson {
     pub fn new(text: &[u8]) -> Self {
-        let deflated = CODEC.with(|codec| {
-            let compress = &mut codec.borrow_mut().0;
-            compress.reset();
-            let mut out = Vec::with_capacity(text.len() / 2 + 64);
-            loop {
-                let consumed = compress.total_in() as usize;
-                let status = compress.compress_vec(&text[consumed..], &mut out, FlushCompress::Finish);
-                match status {
-                    Ok(Status::StreamEnd) => break,
-                    Ok(_) => out.reserve(out.capacity().max(64)),
-                    // Compressing into memory does not fail; keep the text uncompressed if it ever does.
-                    Err(_) => return None,
-                }
+        if text.is_empty() {
+            return Self::default();
+        }
+        let compressed = COMPRESSOR.with(|cell| cell.borrow_mut().as_mut().and_then(|c| c.compress(text).ok()));
+        match compressed {
+            Some(compressed) if text.len() < UNCOMPRESSED as usize => {
+                Self { compressed: compressed.into_boxed_slice(), text_len: text.len() as u32 }
             }
-            Some(out.into_boxed_slice())
-        });
-        match deflated {
-            Some(deflated) => Self { deflated, text_len: text.len() as u32 },
-            None => Self { deflated: text.into(), text_len: u32::MAX },
+            _ => Self { compressed: text.into(), text_len: UNCOMPRESSED },
         }
     }
 
     pub fn text(&self) -> Vec<u8> {
-        if self.text_len == u32::MAX {
-            return self.deflated.to_vec();
+        if self.text_len == UNCOMPRESSED || self.text_len == 0 {
+            return self.compressed.to_vec();
         }
-        CODEC.with(|codec| {
-            let decompress = &mut codec.borrow_mut().1;
-            decompress.reset(false);
-            let mut out = Vec::with_capacity(self.text_len as usize);
-            // The output is sized exactly: one call inflates everything.
-            let _ = decompress.decompress_vec(&self.deflated, &mut out, FlushDecompress::Finish);
-            out
-        })
+        DECOMPRESSOR
+            .with(|cell| {
+                cell.borrow_mut().as_mut().and_then(|d| d.decompress(&self.compressed, self.text_len as usize).ok())
+            })
+            // We compressed it ourselves, with the same dictionary: it decompresses.
+            .unwrap_or_default()
     }
 
     /// Heap bytes held.
     pub fn len(&self) -> usize {
-        self.deflated.len()
+        self.compressed.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.text_len == 0
     }
+}
+
+/// `text` without whitespace outside strings (valid JSON in, the same JSON out).
+pub fn compact(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            in_string = b == b'"';
+            out.push(b);
+        }
+    }
+    out
 }
 
 impl std::fmt::Debug for CompressedJson {

@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::labels;
 use super::string_map::StringMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,11 +13,11 @@ pub struct ObjectMeta {
     pub namespace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
-    /// Only the keys ferry reads ([`labels::READ_KEYS`]); the raw JSON has them all.
-    #[serde(deserialize_with = "read_keys_only", skip_serializing_if = "StringMap::is_empty")]
+    /// Only the keys ferry reads ([`READ_KEYS`](super::labels::READ_KEYS)); the raw JSON has them all.
+    #[serde(skip_serializing_if = "StringMap::is_empty")]
     pub labels: StringMap,
-    /// Only the keys ferry reads ([`labels::READ_KEYS`]); the raw JSON has them all.
-    #[serde(deserialize_with = "read_keys_only", skip_serializing_if = "StringMap::is_empty")]
+    /// Only the keys ferry reads ([`READ_KEYS`](super::labels::READ_KEYS)); the raw JSON has them all.
+    #[serde(skip_serializing_if = "StringMap::is_empty")]
     pub annotations: StringMap,
 }
 
@@ -34,16 +33,6 @@ impl ObjectMeta {
     pub fn namespace(&self) -> &str {
         self.namespace.as_deref().unwrap_or("")
     }
-}
-
-/// Keeps the keys ferry decides on. A catalog holds a view of every backup; labels and annotations nobody reads
-/// (Kubernetes versions, user labels, …) would be most of its memory, and they are in the raw JSON anyway.
-fn read_keys_only<'de, D: Deserializer<'de>>(deserializer: D) -> Result<StringMap, D::Error> {
-    let all = StringMap::deserialize(deserializer)?;
-    if all.iter().all(|(k, _)| labels::READ_KEYS.contains(&k)) {
-        return Ok(all);
-    }
-    Ok(all.iter().filter(|(k, _)| labels::READ_KEYS.contains(k)).collect())
 }
 
 /// Go's `encoding/json` writes nil slices and maps as `null`; read those as empty.

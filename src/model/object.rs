@@ -8,7 +8,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::compressed_json::CompressedJson;
+use super::compressed_json::{CompressedJson, compact};
 use super::meta::ObjectMeta;
 
 /// A Kubernetes kind ferry models.
@@ -67,27 +67,6 @@ impl<K: Kind> Object<K> {
     pub fn raw_len(&self) -> usize {
         self.raw.len()
     }
-}
-
-/// `text` without whitespace outside strings (valid JSON in, the same JSON out).
-fn compact(text: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in text.as_bytes() {
-        if in_string {
-            out.push(b);
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-        } else if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-            in_string = b == b'"';
-            out.push(b);
-        }
-    }
-    out
 }
 
 impl<K: PartialEq> PartialEq for Object<K> {
