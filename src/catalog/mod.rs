@@ -93,6 +93,12 @@ pub struct LocationCatalog {
     pub listing: Listing,
 }
 
+impl AsRef<LocationCatalog> for LocationCatalog {
+    fn as_ref(&self) -> &LocationCatalog {
+        self
+    }
+}
+
 impl LocationCatalog {
     pub fn empty(location: Location) -> Self {
         Self {

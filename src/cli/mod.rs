@@ -1,5 +1,6 @@
 //! The `ferry` command line.
 
+pub mod certs;
 pub mod fixture;
 pub mod inventory_files;
 pub mod output;
@@ -29,6 +30,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Show what each cluster would get from the buckets (offline: recorded inventories, no cluster needed).
     Plan(plan::PlanArgs),
+    /// Make a demo/test PKI: a CA, the coordinator's certificate, agent and operator certificates.
+    Certs(certs::CertsArgs),
     /// Test fixtures (for tests, demos and benchmarks).
     #[command(hide = true, subcommand)]
     Fixture(fixture::FixtureCommand),
@@ -37,6 +40,7 @@ pub enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Plan(args) => plan::run(args).await,
+        Command::Certs(args) => certs::run(args),
         Command::Fixture(command) => fixture::run(command).await,
     }
 }

@@ -24,6 +24,9 @@ pub struct Config {
     pub materialize: MaterializeConfig,
     #[serde(default)]
     pub catalog: CatalogConfig,
+    /// `ferry coordinator` only.
+    #[serde(default)]
+    pub coordinator: CoordinatorConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -112,6 +115,95 @@ fn default_concurrency() -> usize {
     DEFAULT_CONCURRENCY
 }
 
+/// The coordinator's transport and timing. Durations are humantime strings (`10s`, `5m`, `200ms`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CoordinatorConfig {
+    /// Address of the gRPC listener.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// PEM files: the CA that issued agent and operator certificates, and the coordinator's own certificate.
+    pub tls: Option<TlsConfig>,
+    /// The SPIFFE trust domain of agent and operator identities (docs/security.md).
+    #[serde(default = "default_trust_domain")]
+    pub trust_domain: String,
+    /// How often agents send a heartbeat (they are told nothing: the same value must be in their config).
+    #[serde(default = "default_heartbeat", deserialize_with = "duration")]
+    pub heartbeat_interval: std::time::Duration,
+    /// A cluster is stale after this many heartbeat intervals without a message.
+    #[serde(default = "default_missed_heartbeats")]
+    pub stale_after_missed_heartbeats: u32,
+    /// How often each location is listed (only changed objects are fetched).
+    #[serde(default = "default_catalog_refresh", deserialize_with = "duration")]
+    pub catalog_refresh_interval: std::time::Duration,
+    /// How long to wait for more changes before recomputing desired sets.
+    #[serde(default = "default_debounce", deserialize_with = "duration")]
+    pub debounce: std::time::Duration,
+    /// Every cluster's desired set is recomputed at least this often, changed inputs or not.
+    #[serde(default = "default_resync", deserialize_with = "duration")]
+    pub resync_interval: std::time::Duration,
+    /// Largest gRPC message accepted, in bytes (a snapshot of one resource type is one message).
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            tls: None,
+            trust_domain: default_trust_domain(),
+            heartbeat_interval: default_heartbeat(),
+            stale_after_missed_heartbeats: default_missed_heartbeats(),
+            catalog_refresh_interval: default_catalog_refresh(),
+            debounce: default_debounce(),
+            resync_interval: default_resync(),
+            max_message_bytes: default_max_message_bytes(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TlsConfig {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// A humantime duration (`10s`, `5m`, `200ms`).
+fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<std::time::Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("{text:?}: {e}")))
+}
+
+fn default_listen() -> String {
+    "0.0.0.0:7443".into()
+}
+fn default_trust_domain() -> String {
+    "ferry.local".into()
+}
+fn default_heartbeat() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+fn default_missed_heartbeats() -> u32 {
+    5
+}
+fn default_catalog_refresh() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
+}
+fn default_debounce() -> std::time::Duration {
+    std::time::Duration::from_millis(200)
+}
+fn default_resync() -> std::time::Duration {
+    std::time::Duration::from_secs(300)
+}
+/// Room for a snapshot of ~10k objects; tonic's own default (4 MiB) is too small for a big cluster.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+fn default_max_message_bytes() -> usize {
+    DEFAULT_MAX_MESSAGE_BYTES
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config {path}: {source}")]
@@ -163,6 +255,13 @@ impl LoadedConfig {
                     m.from, m.to, m.to
                 )));
             }
+        }
+        let coordinator = &config.coordinator;
+        if coordinator.heartbeat_interval.is_zero() || coordinator.stale_after_missed_heartbeats == 0 {
+            return Err(invalid("coordinator.heartbeatInterval and staleAfterMissedHeartbeats must be above 0".into()));
+        }
+        if coordinator.catalog_refresh_interval.is_zero() || coordinator.resync_interval.is_zero() {
+            return Err(invalid("coordinator.catalogRefreshInterval and resyncInterval must be above 0".into()));
         }
         if config.catalog.concurrency == 0 {
             return Err(invalid("catalog.concurrency must be at least 1".into()));

@@ -52,24 +52,64 @@ impl Inventory {
             .ok_or(InventoryError::MissingKind { index })?
             .to_string();
         let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
-        let malformed = |source| InventoryError::Malformed { index, kind: kind.clone(), name: name.clone(), source };
-        match kind.as_str() {
-            "Namespace" => {
-                let terminating = item.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
-                if name.is_empty() {
-                    return Err(malformed(serde::de::Error::custom("metadata.name is missing")));
-                }
+        match InventoryObject::parse(&kind, item) {
+            Ok(Some(object)) => {
+                self.insert(object);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(source) => Err(InventoryError::Malformed { index, kind, name, source }),
+        }
+    }
+
+    /// Adds one parsed object.
+    pub fn insert(&mut self, object: InventoryObject) {
+        match object {
+            InventoryObject::Namespace { name, terminating } => {
                 if !terminating {
                     self.namespaces.insert(name);
                 }
             }
-            BackupStorageLocation::KIND => self.storage_locations.push(Object::from_value(item).map_err(malformed)?),
-            Backup::KIND => self.backups.push(Object::from_value(item).map_err(malformed)?),
-            PodVolumeBackup::KIND => self.pod_volume_backups.push(Object::from_value(item).map_err(malformed)?),
-            NonAdminBackup::KIND => self.non_admin_backups.push(Object::from_value(item).map_err(malformed)?),
-            _ => return Ok(false),
+            InventoryObject::StorageLocation(o) => self.storage_locations.push(o),
+            InventoryObject::Backup(o) => self.backups.push(o),
+            InventoryObject::PodVolumeBackup(o) => self.pod_volume_backups.push(o),
+            InventoryObject::NonAdminBackup(o) => self.non_admin_backups.push(o),
         }
-        Ok(true)
+    }
+}
+
+/// One object of a kind ferry plans against, parsed from its JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InventoryObject {
+    /// Only existence matters; a Terminating namespace counts as absent (nothing new may go into it).
+    Namespace {
+        name: String,
+        terminating: bool,
+    },
+    StorageLocation(Object<BackupStorageLocation>),
+    Backup(Object<Backup>),
+    PodVolumeBackup(Object<PodVolumeBackup>),
+    NonAdminBackup(Object<NonAdminBackup>),
+}
+
+impl InventoryObject {
+    /// Parses `item` as `kind`; `Ok(None)` for kinds ferry does not plan against.
+    pub fn parse(kind: &str, item: Value) -> Result<Option<Self>, serde_json::Error> {
+        Ok(Some(match kind {
+            "Namespace" => {
+                let terminating = item.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
+                let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+                if name.is_empty() {
+                    return Err(serde::de::Error::custom("metadata.name is missing"));
+                }
+                InventoryObject::Namespace { name: name.to_string(), terminating }
+            }
+            BackupStorageLocation::KIND => InventoryObject::StorageLocation(Object::from_value(item)?),
+            Backup::KIND => InventoryObject::Backup(Object::from_value(item)?),
+            PodVolumeBackup::KIND => InventoryObject::PodVolumeBackup(Object::from_value(item)?),
+            NonAdminBackup::KIND => InventoryObject::NonAdminBackup(Object::from_value(item)?),
+            _ => return Ok(None),
+        }))
     }
 }
 

@@ -13,7 +13,7 @@ pub mod storage_location;
 pub mod string_map;
 
 pub use backup::{Backup, BackupPhase};
-pub use inventory::Inventory;
+pub use inventory::{Inventory, InventoryObject};
 pub use meta::ObjectMeta;
 pub use non_admin_backup::NonAdminBackup;
 pub use object::{Kind, Object};

@@ -6,6 +6,7 @@ pub mod non_admin_backup;
 pub mod object_template;
 pub mod phase;
 pub mod pod_volume_backups;
+pub mod prerequisite;
 pub mod simulate;
 pub mod velero_backup;
 
@@ -18,6 +19,8 @@ use serde_json::Value;
 use crate::catalog::{CatalogBackup, CatalogError, Location, LocationCatalog};
 use crate::model::{BackupStorageLocation, Inventory, Object};
 use crate::resolve::{NamespaceMappings, Owner, owner_of};
+
+pub use prerequisite::Prerequisite;
 
 /// What a plan item asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -54,7 +57,7 @@ pub struct PlanItem {
     /// The Velero backup this item belongs to.
     pub backup: String,
     pub reason: Option<String>,
-    pub waits_for: Option<String>,
+    pub waits_for: Option<Prerequisite>,
     /// The object that would be applied: complete for `create`, a template for `wait` (its missing parts are
     /// what it waits for), absent otherwise.
     pub object: Option<Value>,
@@ -67,7 +70,7 @@ impl PlanItem {
         target: &Target<'_>,
         backup: &str,
         reason: String,
-        waits_for: Option<String>,
+        waits_for: Option<Prerequisite>,
     ) -> Self {
         PlanItem {
             action,
@@ -133,26 +136,27 @@ pub struct Target<'a> {
 }
 
 /// Plans every cluster against every location it can read.
-pub fn plan(
-    locations: &[LocationCatalog],
+pub fn plan<L: AsRef<LocationCatalog>>(
+    locations: &[L],
     clusters: &[ClusterState],
     mappings: &NamespaceMappings,
     options: &PlanOptions,
 ) -> Plan {
-    let mut errors: Vec<CatalogError> = locations.iter().flat_map(|l| l.errors.iter().cloned()).collect();
+    let mut errors: Vec<CatalogError> = locations.iter().flat_map(|l| l.as_ref().errors.iter().cloned()).collect();
     errors.sort();
     let clusters = clusters.iter().map(|cluster| plan_cluster(locations, cluster, mappings, options)).collect();
     Plan { clusters, errors }
 }
 
-pub fn plan_cluster(
-    locations: &[LocationCatalog],
+/// Plans one cluster against every location it can read. Takes catalogs by value or shared (`Arc`).
+pub fn plan_cluster<L: AsRef<LocationCatalog>>(
+    locations: &[L],
     cluster: &ClusterState,
     mappings: &NamespaceMappings,
     options: &PlanOptions,
 ) -> ClusterPlan {
     let mut items = Vec::new();
-    for catalog in locations {
+    for catalog in locations.iter().map(AsRef::as_ref) {
         let bsl = match binding::storage_location_for(cluster, &catalog.location) {
             Ok(Some(bsl)) => bsl,
             Ok(None) => continue,

@@ -9,7 +9,7 @@ use crate::resolve::{NamespaceMappings, Tenant};
 
 use super::phase::PhaseGate;
 use super::velero_backup::{self, BackupState, Placement};
-use super::{Action, PlanItem, Target, pod_volume_backups};
+use super::{Action, PlanItem, Prerequisite, Target, pod_volume_backups};
 
 /// All items of a tenant (NAC) backup on one target.
 ///
@@ -33,7 +33,7 @@ pub fn plan_tenant_backup(
         Ok(ns) => ns,
         Err(refusal) => return vec![PlanItem::about_backup(Action::Refuse, target, &entry.name, refusal.0, None)],
     };
-    let nab_item = |action, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
+    let nab_item = |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
         action,
         kind: NonAdminBackup::KIND.into(),
         namespace: target_ns.clone(),
@@ -46,7 +46,12 @@ pub fn plan_tenant_backup(
 
     if !inventory.namespaces.contains(&target_ns) {
         let reason = "a tenant backup is materialized only together with its NonAdminBackup, and ferry never creates tenant namespaces";
-        return vec![nab_item(Action::Wait, Some(reason.into()), Some(format!("Namespace {target_ns}")), None)];
+        return vec![nab_item(
+            Action::Wait,
+            Some(reason.into()),
+            Some(Prerequisite::Namespace { name: target_ns.clone() }),
+            None,
+        )];
     }
     let storage_location = match target.bsl.view.non_admin_origin() {
         None => String::new(),

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::model::{Backup, BackupPhase, Object};
 
-use super::{Action, PlanItem, Target};
+use super::{Action, PlanItem, Prerequisite, Target};
 
 /// How a materialized backup's phase is written on the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub enum PhaseGate {
 pub struct NotMaterialized {
     action: Action,
     reason: String,
-    waits_for: Option<String>,
+    waits_for: Option<Prerequisite>,
 }
 
 impl NotMaterialized {
@@ -62,7 +62,7 @@ pub fn gate(backup: &Object<Backup>, now: SystemTime) -> Result<PhaseGate, NotMa
         _ => NotMaterialized {
             action: Action::Wait,
             reason: format!("phase {phase}: only terminal backups are materialized"),
-            waits_for: Some("the backup to reach a terminal phase (Completed, PartiallyFailed or Failed)".into()),
+            waits_for: Some(Prerequisite::TerminalPhase),
         },
     })
 }

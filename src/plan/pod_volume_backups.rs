@@ -8,7 +8,7 @@ use crate::model::{Backup, Kind, Object, PodVolumeBackup, labels};
 
 use super::object_template::{for_target, metadata_mut, set_label, set_spec};
 use super::velero_backup::BackupState;
-use super::{Action, PlanItem, Target};
+use super::{Action, PlanItem, Prerequisite, Target};
 
 /// Rule 2: every PVB of the backup's PVB file that the target lacks (by name and `velero.io/backup-name`) is
 /// created in the Velero namespace, its Backup owner reference and `velero.io/backup-uid` set to the UID of
@@ -22,7 +22,7 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
     let ns = target.cluster.velero_namespace.as_str();
     let backup_label = velero_label_value(&entry.name);
     let item =
-        |action, name: &str, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
+        |action, name: &str, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
             action,
             kind: PodVolumeBackup::KIND.into(),
             namespace: ns.to_string(),

@@ -178,7 +178,7 @@ fn rule1_optional_waits_for_velero_sync() {
     let options = PlanOptions { materialize_velero_backups: false, now: now() };
     let items = plan_cluster(&catalog(vec![entry(admin_backup("d", "Completed"), 1)]), &t, &identity(), &options).items;
     assert_eq!(items.iter().map(|i| i.action).collect::<Vec<_>>(), [Action::Wait, Action::Wait]);
-    assert!(items[0].waits_for.as_ref().unwrap().contains("Velero's backup sync"));
+    assert!(items[0].waits_for.as_ref().unwrap().to_string().contains("Velero's backup sync"));
 }
 
 #[test]
@@ -268,7 +268,7 @@ fn rule2_pvbs_wait_for_a_backup_still_to_be_created() {
     let t = cluster(vec![bsl("b-bsl", "velero")]);
     let items = run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &t, &identity());
     assert_eq!(items.iter().map(|i| i.action).collect::<Vec<_>>(), [Action::Create, Action::Wait]);
-    assert_eq!(items[1].waits_for.as_deref(), Some("Backup velero/daily-1"));
+    assert_eq!(items[1].waits_for.as_ref().map(ToString::to_string).as_deref(), Some("Backup velero/daily-1"));
     assert_eq!(items[1].object.as_ref().unwrap()["metadata"]["ownerReferences"][0]["uid"], "");
 }
 
@@ -401,7 +401,7 @@ fn rule4_no_target_namespace_means_no_backup_cr_either() {
     let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
     let items = run(vec![entry(nac_backup("Completed"), 2)], &t, &mapped());
     assert_eq!(summary(&items), [(Action::Wait, "NonAdminBackup", "team-a-dr", "nightly")]);
-    assert_eq!(items[0].waits_for.as_deref(), Some("Namespace team-a-dr"));
+    assert_eq!(items[0].waits_for.as_ref().map(ToString::to_string).as_deref(), Some("Namespace team-a-dr"));
     // Admin backups have no such coupling.
     let items = run(vec![entry(admin_backup("d", "Completed"), 0)], &cluster(vec![bsl("b-bsl", "velero")]), &mapped());
     assert_eq!(items[0].action, Action::Create);

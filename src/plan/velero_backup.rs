@@ -9,7 +9,7 @@ use crate::resolve::Tenant;
 
 use super::object_template::{for_target, metadata_mut, set_annotation, set_label, set_spec};
 use super::phase::PhaseGate;
-use super::{Action, PlanItem, Target};
+use super::{Action, PlanItem, Prerequisite, Target};
 
 /// Where a tenant backup lands on the target.
 pub struct Placement<'a> {
@@ -31,10 +31,12 @@ pub enum BackupState {
 }
 
 impl BackupState {
-    pub fn waits_for(&self, target: &Target<'_>, backup: &str) -> String {
+    pub fn waits_for(&self, target: &Target<'_>, backup: &str) -> Prerequisite {
+        let (namespace, name) = (target.cluster.velero_namespace.clone(), backup.to_string());
         match self {
-            BackupState::Exists { .. } => format!("the UID of Backup {}/{backup}", target.cluster.velero_namespace),
-            _ => format!("Backup {}/{backup}", target.cluster.velero_namespace),
+            BackupState::Exists { .. } => Prerequisite::BackupUid { namespace, name },
+            BackupState::AwaitingVeleroSync => Prerequisite::VeleroSync { namespace, name },
+            BackupState::ToCreate | BackupState::Conflict => Prerequisite::Backup { namespace, name },
         }
     }
 }
@@ -52,7 +54,7 @@ pub fn plan(
 ) -> (Vec<PlanItem>, BackupState) {
     let name = entry.name.as_str();
     let ns = target.cluster.velero_namespace.as_str();
-    let item = |action, reason: Option<String>, waits_for: Option<String>, object: Option<Value>| PlanItem {
+    let item = |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
         action,
         kind: Backup::KIND.into(),
         namespace: ns.to_string(),
@@ -75,7 +77,7 @@ pub fn plan(
         return (vec![item(Action::Conflict, Some(reason), None, None)], BackupState::Conflict);
     }
     if !target.options.materialize_velero_backups {
-        let waits = format!("Velero's backup sync to create Backup {ns}/{name} (materialize.veleroBackups is false)");
+        let waits = Prerequisite::VeleroSync { namespace: ns.to_string(), name: name.to_string() };
         return (vec![item(Action::Wait, None, Some(waits), None)], BackupState::AwaitingVeleroSync);
     }
     let object = desired(target, &entry.backup, placement, gate);

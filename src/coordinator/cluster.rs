@@ -1,0 +1,286 @@
+//! What the coordinator knows about one cluster: its inventory as its agent published it, the session that
+//! published it, the last DesiredSet computed for it and the agent's results for that set. Pure: time is
+//! passed in, nothing here does IO.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::grpc::convert::{ItemError, inventory_object};
+use crate::grpc::proto::{ApplyOutcome, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType};
+use crate::model::{Inventory, InventoryObject};
+use crate::plan::ClusterState;
+
+/// Identifies an object within one cluster (the API version is not part of an object's identity).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn of_item(item: &InventoryItem) -> Self {
+        Self {
+            group: item.group.clone(),
+            kind: item.kind.clone(),
+            namespace: item.namespace.clone(),
+            name: item.name.clone(),
+        }
+    }
+
+    pub fn of_ref(r: &ObjectRef) -> Self {
+        Self { group: r.group.clone(), kind: r.kind.clone(), namespace: r.namespace.clone(), name: r.name.clone() }
+    }
+}
+
+/// The open agent stream of a cluster, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Increases with every stream the coordinator accepts; a stream whose id is not the current one has been
+    /// replaced and its messages are dropped.
+    pub id: u64,
+    pub software_version: String,
+    pub connected_at: SystemTime,
+}
+
+/// Liveness as operators see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// No agent stream is open (or none ever was).
+    Disconnected,
+    /// A stream is open and the agent spoke within the allowed number of heartbeat intervals.
+    Live,
+    /// A stream is open but the agent has been silent too long: nothing is planned for deletion on it.
+    Stale,
+}
+
+/// The coordinator's record of one configured cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterRecord {
+    /// The planner's view (name, Velero namespace, configured BSL names); the inventory part is rebuilt from
+    /// `objects` on every plan.
+    pub config: ClusterState,
+    /// Every inventory object, by identity.
+    pub objects: BTreeMap<ObjectKey, InventoryObject>,
+    pub session: Option<Session>,
+    /// When the agent last sent anything (heartbeats and every other message count).
+    pub last_seen: Option<SystemTime>,
+    /// The last DesiredSet computed (and sent, if a session was open).
+    pub desired: Arc<DesiredSet>,
+    /// The agent's latest outcome per item of `desired` (results for older versions are dropped).
+    pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
+}
+
+impl ClusterRecord {
+    pub fn new(config: ClusterState) -> Self {
+        Self {
+            config,
+            objects: BTreeMap::new(),
+            session: None,
+            last_seen: None,
+            desired: Arc::new(DesiredSet::default()),
+            results: HashMap::new(),
+        }
+    }
+
+    /// Replaces every object of `resource`'s kind with the snapshot's. Items that fail validation are left out
+    /// and returned with their reason; the rest are taken. Returns whether the inventory changed.
+    pub fn apply_snapshot(&mut self, resource: &ResourceType, items: &[InventoryItem]) -> (bool, Vec<RejectedItem>) {
+        let mut rejected = Vec::new();
+        let mut fresh = BTreeMap::new();
+        for item in items {
+            if item.kind != resource.kind || item.group != resource.group {
+                let found = format!("{}/{}", item.group, item.kind);
+                let expected = format!("{}/{}", resource.group, resource.kind);
+                rejected.push(rejection(item, &ItemError::WrongType { found, expected }));
+                continue;
+            }
+            match inventory_object(item) {
+                Ok(object) => {
+                    fresh.insert(ObjectKey::of_item(item), object);
+                }
+                Err(e) => rejected.push(rejection(item, &e)),
+            }
+        }
+        let old: Vec<ObjectKey> =
+            self.objects.keys().filter(|k| k.kind == resource.kind && k.group == resource.group).cloned().collect();
+        let mut changed = old.len() != fresh.len();
+        for key in old {
+            let removed = self.objects.remove(&key);
+            if !changed && removed.as_ref() != fresh.get(&key) {
+                changed = true;
+            }
+        }
+        self.objects.extend(fresh);
+        (changed, rejected)
+    }
+
+    /// Applies a delta: upserts (validated like snapshot items) and deletes. Returns whether anything changed.
+    pub fn apply_delta(&mut self, upserts: &[InventoryItem], deletes: &[ObjectRef]) -> (bool, Vec<RejectedItem>) {
+        let mut rejected = Vec::new();
+        let mut changed = false;
+        for item in upserts {
+            match inventory_object(item) {
+                Ok(object) => {
+                    let previous = self.objects.insert(ObjectKey::of_item(item), object.clone());
+                    changed |= previous.as_ref() != Some(&object);
+                }
+                Err(e) => rejected.push(rejection(item, &e)),
+            }
+        }
+        for r in deletes {
+            changed |= self.objects.remove(&ObjectKey::of_ref(r)).is_some();
+        }
+        (changed, rejected)
+    }
+
+    /// Records an agent's results; results for a version other than the current DesiredSet are ignored
+    /// (they describe a set that no longer exists). Returns how many were taken.
+    pub fn record_results(&mut self, desired_version: &str, items: &[ItemResult]) -> usize {
+        if desired_version != self.desired.version {
+            return 0;
+        }
+        for result in items {
+            let Some(r) = &result.r#ref else { continue };
+            let outcome = ApplyOutcome::try_from(result.outcome).unwrap_or(ApplyOutcome::Unspecified);
+            self.results.insert(ObjectKey::of_ref(r), (outcome, result.message.clone()));
+        }
+        items.len()
+    }
+
+    /// Installs a newly computed DesiredSet; results of the previous one no longer apply unless the version
+    /// is the same. Returns whether the version changed.
+    pub fn set_desired(&mut self, desired: Arc<DesiredSet>) -> bool {
+        if desired.version == self.desired.version {
+            return false;
+        }
+        self.desired = desired;
+        self.results.clear();
+        true
+    }
+
+    /// The planner's input for this cluster.
+    pub fn cluster_state(&self) -> ClusterState {
+        let mut inventory = Inventory::default();
+        for object in self.objects.values() {
+            inventory.insert(object.clone());
+        }
+        ClusterState { inventory, ..self.config.clone() }
+    }
+
+    pub fn liveness(&self, now: SystemTime, heartbeat: Duration, missed: u32) -> Liveness {
+        if self.session.is_none() {
+            return Liveness::Disconnected;
+        }
+        let silent = self.last_seen.and_then(|t| now.duration_since(t).ok()).unwrap_or_default();
+        if silent > heartbeat * missed { Liveness::Stale } else { Liveness::Live }
+    }
+
+    /// Inventory counts per kind.
+    pub fn counts_by_kind(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for key in self.objects.keys() {
+            *counts.entry(key.kind.clone()).or_default() += 1;
+        }
+        counts
+    }
+}
+
+fn rejection(item: &InventoryItem, error: &ItemError) -> RejectedItem {
+    RejectedItem {
+        r#ref: Some(ObjectRef {
+            group: item.group.clone(),
+            version: item.version.clone(),
+            kind: item.kind.clone(),
+            namespace: item.namespace.clone(),
+            name: item.name.clone(),
+        }),
+        reason: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::convert::{inventory_item, object_ref, watched_types};
+    use crate::grpc::proto::DesiredItem;
+    use serde_json::json;
+
+    fn record() -> ClusterRecord {
+        ClusterRecord::new(ClusterState { name: "b".into(), velero_namespace: "velero".into(), ..Default::default() })
+    }
+
+    fn ns(name: &str) -> InventoryItem {
+        inventory_item("Namespace", &json!({"kind": "Namespace", "metadata": {"name": name}}))
+    }
+
+    fn namespace_type() -> ResourceType {
+        watched_types().into_iter().find(|t| t.kind == "Namespace").expect("namespace type")
+    }
+
+    #[test]
+    fn a_snapshot_replaces_its_kind_and_rejects_bad_items_only() {
+        let mut r = record();
+        let (changed, rejected) = r.apply_snapshot(&namespace_type(), &[ns("a"), ns("b")]);
+        assert!(changed && rejected.is_empty());
+        let mut bad = ns("c");
+        bad.raw_json = b"{\"metadata\":".to_vec();
+        let backup = inventory_item("Backup", &json!({"metadata": {"name": "x", "namespace": "velero"}}));
+        let (changed, rejected) = r.apply_snapshot(&namespace_type(), &[ns("a"), bad, backup]);
+        assert!(changed, "b is gone");
+        assert_eq!(rejected.len(), 2);
+        assert_eq!(rejected[0].r#ref.as_ref().unwrap().name, "c");
+        assert!(rejected[0].reason.contains("not a JSON object"), "{}", rejected[0].reason);
+        assert!(rejected[1].reason.contains("inside a snapshot of"), "{}", rejected[1].reason);
+        assert_eq!(r.cluster_state().inventory.namespaces.into_iter().collect::<Vec<_>>(), ["a"]);
+        // The same snapshot again changes nothing.
+        assert!(!r.apply_snapshot(&namespace_type(), &[ns("a")]).0);
+    }
+
+    #[test]
+    fn deltas_upsert_and_delete() {
+        let mut r = record();
+        let (changed, _) = r.apply_delta(&[ns("a")], &[]);
+        assert!(changed);
+        assert!(!r.apply_delta(&[ns("a")], &[]).0, "same object again is no change");
+        assert!(r.apply_delta(&[], &[object_ref("Namespace", "", "a")]).0);
+        assert!(r.objects.is_empty());
+        assert!(!r.apply_delta(&[], &[object_ref("Namespace", "", "a")]).0);
+    }
+
+    #[test]
+    fn results_count_only_for_the_current_version() {
+        let mut r = record();
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![DesiredItem { r#ref: Some(object_ref("Backup", "velero", "b1")), ..Default::default() }],
+            complete: true,
+        };
+        assert!(r.set_desired(Arc::new(set.clone())));
+        assert!(!r.set_desired(Arc::new(set)), "same version: not a change");
+        let result = ItemResult {
+            r#ref: Some(object_ref("Backup", "velero", "b1")),
+            outcome: ApplyOutcome::Applied as i32,
+            message: String::new(),
+        };
+        assert_eq!(r.record_results("v0", std::slice::from_ref(&result)), 0);
+        assert_eq!(r.record_results("v1", &[result]), 1);
+        assert_eq!(r.results.len(), 1);
+        r.set_desired(Arc::new(DesiredSet { version: "v2".into(), ..Default::default() }));
+        assert!(r.results.is_empty());
+    }
+
+    #[test]
+    fn liveness_from_last_message() {
+        let mut r = record();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let beat = Duration::from_secs(10);
+        assert_eq!(r.liveness(t0, beat, 5), Liveness::Disconnected);
+        r.session = Some(Session { id: 1, software_version: "0.1.0".into(), connected_at: t0 });
+        r.last_seen = Some(t0);
+        assert_eq!(r.liveness(t0 + Duration::from_secs(50), beat, 5), Liveness::Live);
+        assert_eq!(r.liveness(t0 + Duration::from_secs(51), beat, 5), Liveness::Stale);
+    }
+}

@@ -1,0 +1,360 @@
+//! The coordinator's shared state: every configured cluster's record, every location's latest catalog, and
+//! which clusters need their DesiredSet recomputed. Sessions, the catalog refresher and the recompute loop all
+//! go through it; it holds one mutex, never across an `.await`.
+//!
+//! Each cluster has two watch channels: its current DesiredSet (sessions send it when it changes) and the id of
+//! its current session (a newer stream bumps it, and the older session says goodbye).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use tokio::sync::{Notify, watch};
+
+use super::cluster::{ClusterRecord, Liveness, ObjectKey, Session};
+use super::settings::Settings;
+use super::status;
+use crate::catalog::{Listing, LocationCatalog};
+use crate::grpc::convert::desired_set;
+use crate::grpc::proto::{
+    Ack, ApplyResult, DesiredSet, GetStatusResponse, Hello, InventoryItem, ObjectRef, ResourceType,
+};
+use crate::plan::{ClusterState, PlanOptions, plan_cluster};
+use crate::resolve::NamespaceMappings;
+
+/// Why a hub operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubError {
+    #[error("cluster {0:?} is not in the coordinator's config")]
+    UnknownCluster(String),
+    #[error("this stream was replaced by a newer stream of cluster {0:?}")]
+    Replaced(String),
+}
+
+/// What a session needs to follow its cluster.
+pub struct SessionHandle {
+    pub id: u64,
+    pub desired: watch::Receiver<Arc<DesiredSet>>,
+    pub current_session: watch::Receiver<u64>,
+}
+
+/// A location's latest catalog and health.
+#[derive(Debug, Clone)]
+pub struct LocationState {
+    pub name: String,
+    pub source_cluster: String,
+    /// The last catalog read successfully; kept through failed refreshes.
+    pub catalog: Option<Arc<LocationCatalog>>,
+    /// The error of the last refresh, if it failed.
+    pub error: Option<String>,
+    pub last_refresh: Option<SystemTime>,
+}
+
+impl LocationState {
+    /// Read at least once, the last refresh succeeded, and its listing was complete.
+    pub fn is_complete(&self) -> bool {
+        self.error.is_none() && self.catalog.as_ref().is_some_and(|c| c.listing == Listing::Complete)
+    }
+}
+
+struct ClusterEntry {
+    record: ClusterRecord,
+    desired: watch::Sender<Arc<DesiredSet>>,
+    current_session: watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct HubState {
+    clusters: BTreeMap<String, ClusterEntry>,
+    locations: Vec<LocationState>,
+    /// Clusters whose inputs changed since their last recompute.
+    dirty: BTreeSet<String>,
+    /// Clusters whose DesiredSet must be published after the next recompute even if its version did not
+    /// change (a session just sent its snapshot and waits for the current set).
+    resend: BTreeSet<String>,
+}
+
+/// Everything one recompute needs, copied out of the lock.
+pub struct RecomputeInputs {
+    pub clusters: Vec<ClusterState>,
+    pub catalogs: Vec<Arc<LocationCatalog>>,
+    pub complete: bool,
+}
+
+pub struct Hub {
+    state: Mutex<HubState>,
+    /// Wakes the recompute loop when something is dirty.
+    pub changed: Notify,
+    pub settings: Settings,
+    pub mappings: NamespaceMappings,
+    next_session: AtomicU64,
+}
+
+impl Hub {
+    pub fn new(
+        settings: Settings,
+        mappings: NamespaceMappings,
+        clusters: Vec<ClusterState>,
+        locations: Vec<LocationState>,
+    ) -> Self {
+        let clusters = clusters
+            .into_iter()
+            .map(|config| {
+                let name = config.name.clone();
+                let entry = ClusterEntry {
+                    record: ClusterRecord::new(config),
+                    desired: watch::Sender::new(Arc::new(DesiredSet::default())),
+                    current_session: watch::Sender::new(0),
+                };
+                (name, entry)
+            })
+            .collect();
+        let state = HubState { clusters, locations, ..Default::default() };
+        Self { state: Mutex::new(state), changed: Notify::new(), settings, mappings, next_session: AtomicU64::new(1) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        // A panic while holding the lock leaves plain data behind; keep serving rather than poison every rpc.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn knows(&self, cluster: &str) -> bool {
+        self.lock().clusters.contains_key(cluster)
+    }
+
+    /// Accepts a new stream for `cluster`. A previous stream of the same cluster is replaced (it sees the
+    /// session id change and says goodbye); the inventory is kept until the new stream's snapshot replaces it.
+    pub fn open_session(&self, cluster: &str, hello: &Hello, now: SystemTime) -> Result<SessionHandle, HubError> {
+        let mut state = self.lock();
+        let entry = state.clusters.get_mut(cluster).ok_or_else(|| HubError::UnknownCluster(cluster.into()))?;
+        let id = self.next_session.fetch_add(1, Ordering::Relaxed);
+        entry.record.session =
+            Some(Session { id, software_version: hello.software_version.clone(), connected_at: now });
+        entry.record.last_seen = Some(now);
+        entry.current_session.send_replace(id);
+        let mut desired = entry.desired.subscribe();
+        // The session sends the set after its snapshot was planned, not the one from before it connected.
+        desired.mark_unchanged();
+        Ok(SessionHandle { id, desired, current_session: entry.current_session.subscribe() })
+    }
+
+    /// Ends a session; a no-op if a newer one already replaced it.
+    pub fn close_session(&self, cluster: &str, id: u64) {
+        let mut state = self.lock();
+        if let Some(entry) = state.clusters.get_mut(cluster)
+            && entry.record.session.as_ref().is_some_and(|s| s.id == id)
+        {
+            entry.record.session = None;
+        }
+    }
+
+    /// Runs `f` on the record of `cluster` if `id` is its current session, and notes that the agent spoke.
+    fn with_session<T>(
+        &self,
+        cluster: &str,
+        id: u64,
+        now: SystemTime,
+        f: impl FnOnce(&mut HubState) -> T,
+    ) -> Result<T, HubError> {
+        let mut state = self.lock();
+        let entry = state.clusters.get_mut(cluster).ok_or_else(|| HubError::UnknownCluster(cluster.into()))?;
+        if entry.record.session.as_ref().map(|s| s.id) != Some(id) {
+            return Err(HubError::Replaced(cluster.into()));
+        }
+        entry.record.last_seen = Some(now);
+        Ok(f(&mut state))
+    }
+
+    pub fn heartbeat(&self, cluster: &str, id: u64, now: SystemTime) -> Result<(), HubError> {
+        self.with_session(cluster, id, now, |_| ())
+    }
+
+    pub fn snapshot(
+        &self,
+        cluster: &str,
+        id: u64,
+        now: SystemTime,
+        resource: &ResourceType,
+        items: &[InventoryItem],
+    ) -> Result<Ack, HubError> {
+        let ack = self.with_session(cluster, id, now, |state| {
+            let (_, rejected) = record_mut(state, cluster).apply_snapshot(resource, items);
+            // Always replan after a snapshot and publish even an unchanged set: the agent waits for it.
+            state.dirty.insert(cluster.to_string());
+            state.resend.insert(cluster.to_string());
+            Ack { of: "snapshot".into(), rejected }
+        })?;
+        self.changed.notify_one();
+        Ok(ack)
+    }
+
+    pub fn delta(
+        &self,
+        cluster: &str,
+        id: u64,
+        now: SystemTime,
+        upserts: &[InventoryItem],
+        deletes: &[ObjectRef],
+    ) -> Result<Ack, HubError> {
+        let (ack, changed) = self.with_session(cluster, id, now, |state| {
+            let (changed, rejected) = record_mut(state, cluster).apply_delta(upserts, deletes);
+            if changed {
+                state.dirty.insert(cluster.to_string());
+            }
+            (Ack { of: "delta".into(), rejected }, changed)
+        })?;
+        if changed {
+            self.changed.notify_one();
+        }
+        Ok(ack)
+    }
+
+    pub fn apply_result(&self, cluster: &str, id: u64, now: SystemTime, result: &ApplyResult) -> Result<Ack, HubError> {
+        self.with_session(cluster, id, now, |state| {
+            record_mut(state, cluster).record_results(&result.desired_version, &result.items);
+            Ack { of: "apply_result".into(), rejected: Vec::new() }
+        })
+    }
+
+    /// Marks every cluster for recompute (catalog changed, periodic resync).
+    pub fn mark_all_dirty(&self) {
+        let mut state = self.lock();
+        let names: Vec<String> = state.clusters.keys().cloned().collect();
+        state.dirty.extend(names);
+        drop(state);
+        self.changed.notify_one();
+    }
+
+    pub fn location(&self, index: usize) -> Option<LocationState> {
+        self.lock().locations.get(index).cloned()
+    }
+
+    /// Installs the outcome of a location refresh. A failure keeps the previous catalog (nothing is taken as
+    /// deleted because a bucket is unreachable) and marks the location unhealthy. Every cluster is replanned
+    /// when the catalog or the location's completeness changed.
+    pub fn set_catalog(&self, index: usize, outcome: Result<LocationCatalog, String>, now: SystemTime) {
+        let mut state = self.lock();
+        let Some(location) = state.locations.get_mut(index) else { return };
+        let was_complete = location.is_complete();
+        let mut catalog_changed = false;
+        match outcome {
+            Ok(catalog) => {
+                catalog_changed = !location.catalog.as_deref().is_some_and(|old| same_catalog(old, &catalog));
+                if catalog_changed {
+                    location.catalog = Some(Arc::new(catalog));
+                }
+                location.error = None;
+                location.last_refresh = Some(now);
+            }
+            Err(error) => location.error = Some(error),
+        }
+        if catalog_changed || was_complete != location.is_complete() {
+            let names: Vec<String> = state.clusters.keys().cloned().collect();
+            state.dirty.extend(names);
+            drop(state);
+            self.changed.notify_one();
+        }
+    }
+
+    /// Takes the dirty set and copies out what planning it needs.
+    pub fn take_dirty(&self) -> RecomputeInputs {
+        let mut state = self.lock();
+        let dirty = std::mem::take(&mut state.dirty);
+        let clusters =
+            dirty.iter().filter_map(|name| state.clusters.get(name)).map(|e| e.record.cluster_state()).collect();
+        let (catalogs, complete) = catalogs(&state.locations);
+        RecomputeInputs { clusters, catalogs, complete }
+    }
+
+    /// Installs a computed set and publishes it to the cluster's session if its version changed (or the
+    /// session asked for it). Returns whether it was published.
+    pub fn publish(&self, cluster: &str, desired: DesiredSet) -> bool {
+        let mut state = self.lock();
+        let resend = state.resend.remove(cluster);
+        let Some(entry) = state.clusters.get_mut(cluster) else { return false };
+        let desired = Arc::new(desired);
+        let changed = entry.record.set_desired(desired.clone());
+        if changed || resend {
+            entry.desired.send_replace(entry.record.desired.clone());
+        }
+        changed || resend
+    }
+
+    /// The set the coordinator would send `cluster` now, computed from the current inputs (the `Plan` rpc).
+    pub fn plan_now(&self, cluster: &str, options: &PlanOptions) -> Result<DesiredSet, HubError> {
+        let (cluster_state, catalogs, complete) = {
+            let state = self.lock();
+            let entry = state.clusters.get(cluster).ok_or_else(|| HubError::UnknownCluster(cluster.into()))?;
+            let (catalogs, complete) = catalogs(&state.locations);
+            (entry.record.cluster_state(), catalogs, complete)
+        };
+        Ok(compute(&catalogs, &cluster_state, &self.mappings, options, complete))
+    }
+
+    pub fn status(&self, cluster: Option<&str>, now: SystemTime) -> Result<GetStatusResponse, HubError> {
+        let state = self.lock();
+        if let Some(name) = cluster
+            && !state.clusters.contains_key(name)
+        {
+            return Err(HubError::UnknownCluster(name.into()));
+        }
+        let clusters = state
+            .clusters
+            .values()
+            .filter(|e| cluster.is_none_or(|name| e.record.config.name == name))
+            .map(|e| status::cluster_status(&e.record, &self.settings, now, cluster.is_some()))
+            .collect();
+        let locations = state.locations.iter().map(status::location_status).collect();
+        Ok(GetStatusResponse { caller: String::new(), clusters, locations })
+    }
+
+    /// Liveness of one cluster (for tests and logs).
+    pub fn liveness(&self, cluster: &str, now: SystemTime) -> Option<Liveness> {
+        let state = self.lock();
+        let s = &self.settings;
+        state.clusters.get(cluster).map(|e| e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed))
+    }
+
+    /// How many inventory objects a cluster holds (for tests and the benchmark).
+    pub fn inventory_len(&self, cluster: &str) -> usize {
+        self.lock().clusters.get(cluster).map_or(0, |e| e.record.objects.len())
+    }
+
+    /// The agent's last outcome for one object of the current set (for tests).
+    pub fn result_of(&self, cluster: &str, key: &ObjectKey) -> Option<String> {
+        let state = self.lock();
+        state.clusters.get(cluster)?.record.results.get(key).map(|(outcome, _)| outcome.as_str_name().to_string())
+    }
+}
+
+fn record_mut<'a>(state: &'a mut HubState, cluster: &str) -> &'a mut ClusterRecord {
+    // Callers looked the cluster up under the same lock.
+    &mut state.clusters.get_mut(cluster).expect("cluster checked under the same lock").record
+}
+
+/// The catalogs to plan with (locations never read are left out) and whether the set is complete.
+fn catalogs(locations: &[LocationState]) -> (Vec<Arc<LocationCatalog>>, bool) {
+    let catalogs = locations.iter().filter_map(|l| l.catalog.clone()).collect();
+    (catalogs, locations.iter().all(LocationState::is_complete))
+}
+
+/// One cluster's DesiredSet from the inputs. Pure.
+pub fn compute(
+    catalogs: &[Arc<LocationCatalog>],
+    cluster: &ClusterState,
+    mappings: &NamespaceMappings,
+    options: &PlanOptions,
+    complete: bool,
+) -> DesiredSet {
+    desired_set(&plan_cluster(catalogs, cluster, mappings, options), complete)
+}
+
+/// Same backups (entries unchanged by the loader are the same allocations), errors and listing state.
+fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
+    a.listing == b.listing
+        && a.errors == b.errors
+        && a.skipped == b.skipped
+        && a.backups.len() == b.backups.len()
+        && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
+}

@@ -1,0 +1,231 @@
+//! The coordinator runtime (`ferry coordinator`): keeps every location's catalog fresh, holds every cluster's
+//! inventory as its agent publishes it, and recomputes a cluster's DesiredSet whenever one of its inputs
+//! changes (debounced), plus a periodic full resync. It is stateless: after a restart, the catalog and the
+//! agents' reconnect snapshots rebuild everything.
+//!
+//! The pure parts are [`cluster`] (one cluster's record) and [`status`]; [`hub`] is the shared state; this
+//! file joins them to tokio tasks and the gRPC server.
+
+pub mod cluster;
+pub mod hub;
+pub mod settings;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Server, ServerTlsConfig};
+
+use crate::bucket::{self, Loader};
+use crate::config::LoadedConfig;
+use crate::grpc::server::{Authentication, FederationService};
+use crate::plan::{ClusterState, PlanOptions};
+use hub::{Hub, LocationState};
+pub use settings::Settings;
+
+/// How agents and operators reach the coordinator.
+pub enum Transport {
+    /// mTLS: the server presents its certificate and requires a client certificate from the CA.
+    Mtls { tls: ServerTlsConfig, trust_domain: String },
+    /// Plaintext, identities from a header (`--insecure-dev`): local demos only.
+    InsecureDev { trust_domain: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    #[error("location {location}: {source}")]
+    Open { location: String, source: bucket::OpenError },
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("listener: {0}")]
+    Listener(std::io::Error),
+}
+
+/// A started coordinator.
+pub struct RunningCoordinator {
+    pub addr: SocketAddr,
+    pub hub: Arc<Hub>,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningCoordinator {
+    /// Ends every agent stream with a `Goodbye`, stops serving and returns within the shutdown grace period
+    /// (open streams that do not close in time are dropped).
+    pub async fn shutdown(self) -> Result<(), CoordinatorError> {
+        let _ = self.shutdown.send(true);
+        let grace = self.hub.settings.shutdown_grace;
+        let server = self.server;
+        let abort = server.abort_handle();
+        let result = match tokio::time::timeout(grace, server).await {
+            Ok(Ok(result)) => result.map_err(CoordinatorError::from),
+            Ok(Err(join)) => {
+                tracing::warn!(error = %join, "gRPC server task ended abnormally");
+                Ok(())
+            }
+            Err(_) => {
+                tracing::warn!(
+                    grace_ms = grace.as_millis() as u64,
+                    "streams still open after the grace period; dropping them"
+                );
+                abort.abort();
+                Ok(())
+            }
+        };
+        for task in self.tasks {
+            task.abort();
+        }
+        result
+    }
+}
+
+/// Opens the locations, starts the catalog refreshers, the recompute loop and the gRPC server on `listener`.
+pub async fn start(
+    config: &LoadedConfig,
+    settings: Settings,
+    listener: TcpListener,
+    transport: Transport,
+) -> Result<RunningCoordinator, CoordinatorError> {
+    let addr = listener.local_addr().map_err(CoordinatorError::Listener)?;
+    let mut loaders = Vec::new();
+    let mut locations = Vec::new();
+    for location in &config.config.locations {
+        let store = bucket::open(&config.store_config(location))
+            .map_err(|source| CoordinatorError::Open { location: location.name.clone(), source })?;
+        let domain = config.location(location, store.kind, &store.bucket);
+        locations.push(LocationState {
+            name: location.name.clone(),
+            source_cluster: location.source_cluster.clone(),
+            catalog: None,
+            error: None,
+            last_refresh: None,
+        });
+        loaders.push(Loader::new(store, domain, config.config.catalog.concurrency));
+    }
+    let clusters = config
+        .config
+        .clusters
+        .iter()
+        .map(|c| ClusterState {
+            name: c.name.clone(),
+            velero_namespace: c.velero_namespace.clone(),
+            storage_locations: c.storage_locations.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let hub = Arc::new(Hub::new(settings.clone(), config.mappings.clone(), clusters, locations));
+    let plan_options =
+        PlanOptions { materialize_velero_backups: config.config.materialize.velero_backups, now: SystemTime::now() };
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    let mut tasks = Vec::new();
+    for (index, loader) in loaders.into_iter().enumerate() {
+        tasks.push(tokio::spawn(refresh_location(hub.clone(), index, loader, shutdown_rx.clone())));
+    }
+    tasks.push(tokio::spawn(recompute_loop(hub.clone(), plan_options.clone(), shutdown_rx.clone())));
+
+    let (authentication, tls) = match transport {
+        Transport::Mtls { tls, trust_domain } => (Authentication::Certificate { trust_domain }, Some(tls)),
+        Transport::InsecureDev { trust_domain } => (Authentication::InsecureDev { trust_domain }, None),
+    };
+    let service = FederationService::new(hub.clone(), authentication, shutdown_rx.clone(), plan_options);
+    let mut builder = Server::builder()
+        // HTTP/2 pings find dead peers (a killed agent, a vanished NAT entry) that TCP alone notices late.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .tcp_keepalive(Some(Duration::from_secs(60)))
+        .tcp_nodelay(true);
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let mut stop = shutdown_rx.clone();
+    let server = tokio::spawn(builder.add_service(service.into_server()).serve_with_incoming_shutdown(
+        TcpListenerStream::new(listener),
+        async move {
+            let _ = stop.wait_for(|stopping| *stopping).await;
+        },
+    ));
+    tracing::info!(%addr, "coordinator listening");
+    Ok(RunningCoordinator { addr, hub, shutdown: shutdown_tx, server, tasks })
+}
+
+/// Refreshes one location forever: lists it, fetches what changed, and hands the result to the hub. A failed
+/// refresh keeps the previous catalog.
+async fn refresh_location(hub: Arc<Hub>, index: usize, loader: Loader, mut shutdown: watch::Receiver<bool>) {
+    let interval = hub.settings.catalog_refresh_interval;
+    let name = loader.location().name.clone();
+    loop {
+        let previous = hub.location(index).and_then(|l| l.catalog);
+        let started = std::time::Instant::now();
+        let outcome = loader.refresh(previous.as_deref()).await;
+        match &outcome {
+            Ok(catalog) => tracing::debug!(
+                location = %name,
+                backups = catalog.backups.len(),
+                errors = catalog.errors.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "location refreshed"
+            ),
+            Err(e) => {
+                tracing::warn!(location = %name, error = %e, "location refresh failed; keeping the previous catalog")
+            }
+        }
+        hub.set_catalog(index, outcome.map_err(|e| e.to_string()), SystemTime::now());
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+    }
+}
+
+/// Recomputes dirty clusters: wakes on a change, waits the debounce time so a burst of changes (a fleet of
+/// snapshots after a restart) costs one pass, then plans every dirty cluster and publishes changed sets.
+async fn recompute_loop(hub: Arc<Hub>, options: PlanOptions, mut shutdown: watch::Receiver<bool>) {
+    let mut resync = tokio::time::interval(hub.settings.resync_interval);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = hub.changed.notified() => {}
+            _ = resync.tick() => hub.mark_all_dirty(),
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+        tokio::time::sleep(hub.settings.debounce).await;
+        let options = PlanOptions { now: SystemTime::now(), ..options.clone() };
+        let hub2 = hub.clone();
+        // Planning many clusters is CPU work; keep it off the threads that serve the streams.
+        let outcome = tokio::task::spawn_blocking(move || recompute(&hub2, &options)).await;
+        if let Err(e) = outcome {
+            tracing::error!(error = %e, "recompute failed");
+        }
+    }
+}
+
+/// One recompute pass over the dirty clusters. Returns how many sets were published.
+pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
+    let inputs = hub.take_dirty();
+    let started = std::time::Instant::now();
+    let mut published = 0;
+    for cluster in &inputs.clusters {
+        let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete);
+        let (items, version) = (desired.items.len(), desired.version.clone());
+        if hub.publish(&cluster.name, desired) {
+            published += 1;
+            tracing::debug!(cluster = %cluster.name, items, %version, "desired set published");
+        }
+    }
+    if !inputs.clusters.is_empty() {
+        tracing::debug!(
+            clusters = inputs.clusters.len(),
+            published,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "recompute pass"
+        );
+    }
+    published
+}

@@ -1,0 +1,43 @@
+//! The coordinator's timing and limits, resolved from the config file and flags.
+
+use std::time::Duration;
+
+use crate::config::CoordinatorConfig;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Agents send a heartbeat this often.
+    pub heartbeat_interval: Duration,
+    /// A cluster is stale after this many intervals without a message from its agent.
+    pub stale_after_missed: u32,
+    /// How often each location is listed.
+    pub catalog_refresh_interval: Duration,
+    /// How long changes are collected before desired sets are recomputed.
+    pub debounce: Duration,
+    /// Every cluster is replanned at least this often.
+    pub resync_interval: Duration,
+    /// Largest gRPC message accepted or sent.
+    pub max_message_bytes: usize,
+    /// How long shutdown waits for streams to close before giving up on them.
+    pub shutdown_grace: Duration,
+}
+
+impl Settings {
+    pub fn from_config(config: &CoordinatorConfig) -> Self {
+        Self {
+            heartbeat_interval: config.heartbeat_interval,
+            stale_after_missed: config.stale_after_missed_heartbeats,
+            catalog_refresh_interval: config.catalog_refresh_interval,
+            debounce: config.debounce,
+            resync_interval: config.resync_interval,
+            max_message_bytes: config.max_message_bytes,
+            shutdown_grace: Duration::from_secs(3),
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self::from_config(&CoordinatorConfig::default())
+    }
+}

@@ -1,0 +1,364 @@
+//! The agent's side of the protocol, as a library: one long-lived `Session` stream to the coordinator that
+//! survives everything a network and a restarting coordinator can do to it.
+//!
+//! The client keeps its own copy of the cluster's inventory (what the caller last published), so that on every
+//! (re)connect it sends `Hello` and a full `Snapshot` of each resource type without asking the caller; changes
+//! made while disconnected are simply part of the next snapshot. It reconnects with jittered exponential
+//! backoff (tonic's channels do not resume streams), sends heartbeats, and exposes the latest `DesiredSet` as a
+//! watch channel. The real agent (kube reflectors) and the tests and benchmark all drive it the same way.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{ClientTlsConfig, Endpoint};
+
+use super::backoff::{Backoff, unit_random};
+use super::proto::agent_message::Body as AgentBody;
+use super::proto::coordinator_message::Body as CoordinatorBody;
+use super::proto::federation_client::FederationClient;
+use super::proto::{
+    AgentMessage, ApplyResult, Delta, DesiredSet, Heartbeat, Hello, InventoryItem, ObjectRef, RejectedItem,
+    ResourceType, Snapshot,
+};
+use super::server::DEV_IDENTITY_HEADER;
+use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
+
+/// How to reach the coordinator and how to behave on the stream.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// `https://host:port` (or `http://` with `--insecure-dev`).
+    pub endpoint: String,
+    /// mTLS: the CA, this agent's certificate and key. `None` only for `--insecure-dev`.
+    pub tls: Option<ClientTlsConfig>,
+    /// `--insecure-dev` only: the identity to claim (`cluster/<name>`), since there is no certificate.
+    pub dev_identity: Option<String>,
+    pub heartbeat_interval: Duration,
+    pub backoff: Backoff,
+    pub software_version: String,
+    pub capabilities: Vec<String>,
+    pub max_message_bytes: usize,
+    pub connect_timeout: Duration,
+}
+
+impl AgentConfig {
+    pub fn new(endpoint: impl Into<String>, tls: Option<ClientTlsConfig>) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            tls,
+            dev_identity: None,
+            heartbeat_interval: Duration::from_secs(10),
+            backoff: Backoff::default(),
+            software_version: env!("CARGO_PKG_VERSION").into(),
+            capabilities: Vec::new(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The state of the link, for callers that report or wait on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Link {
+    /// A stream is open and its snapshots were sent.
+    pub connected: bool,
+    /// How many times a stream was opened.
+    pub connects: u64,
+    /// Why the last stream ended (or the last connect failed).
+    pub last_error: Option<String>,
+    /// Items the coordinator rejected in its most recent `Ack` that rejected anything.
+    pub rejected: Vec<RejectedItem>,
+    /// Acks received on the current stream.
+    pub acks: u64,
+}
+
+enum Command {
+    Snapshot(ResourceType, Vec<InventoryItem>),
+    Upsert(Vec<InventoryItem>),
+    Delete(Vec<ObjectRef>),
+    Report(ApplyResult),
+}
+
+/// A running agent client. Dropping it (or calling [`AgentClient::shutdown`]) closes the stream.
+pub struct AgentClient {
+    commands: mpsc::UnboundedSender<Command>,
+    desired: watch::Receiver<Option<Arc<DesiredSet>>>,
+    link: watch::Receiver<Link>,
+    task: JoinHandle<()>,
+}
+
+impl AgentClient {
+    /// Starts the client; it connects in the background and keeps reconnecting until shut down.
+    pub fn spawn(config: AgentConfig) -> Self {
+        let (commands, rx) = mpsc::unbounded_channel();
+        let (desired_tx, desired) = watch::channel(None);
+        let (link_tx, link) = watch::channel(Link::default());
+        let task = tokio::spawn(run(config, rx, desired_tx, link_tx));
+        Self { commands, desired, link, task }
+    }
+
+    /// Replaces everything of `resource`'s type (sent as a `Snapshot`, and on every reconnect).
+    pub fn publish_snapshot(&self, resource: ResourceType, items: Vec<InventoryItem>) {
+        let _ = self.commands.send(Command::Snapshot(resource, items));
+    }
+
+    /// Objects created or changed (sent as a `Delta`).
+    pub fn upsert(&self, items: Vec<InventoryItem>) {
+        let _ = self.commands.send(Command::Upsert(items));
+    }
+
+    /// Objects that are gone (sent as a `Delta`).
+    pub fn delete(&self, refs: Vec<ObjectRef>) {
+        let _ = self.commands.send(Command::Delete(refs));
+    }
+
+    /// Reports what happened to a DesiredSet's items; the latest report is sent again after a reconnect.
+    pub fn report(&self, result: ApplyResult) {
+        let _ = self.commands.send(Command::Report(result));
+    }
+
+    /// The latest DesiredSet received (`None` before the first).
+    pub fn desired(&self) -> watch::Receiver<Option<Arc<DesiredSet>>> {
+        self.desired.clone()
+    }
+
+    pub fn link(&self) -> watch::Receiver<Link> {
+        self.link.clone()
+    }
+
+    /// Closes the stream and stops reconnecting.
+    pub async fn shutdown(self) {
+        drop(self.commands);
+        let _ = self.task.await;
+    }
+
+    /// Stops at once, as if the process were killed (for fault tests).
+    pub fn abort(self) {
+        self.task.abort();
+    }
+}
+
+/// What the client last published, to resend on reconnect.
+#[derive(Default)]
+struct Mirror {
+    /// Types in the order they were first published (the coordinator gets snapshots in that order).
+    types: Vec<ResourceType>,
+    objects: BTreeMap<(String, String), BTreeMap<(String, String), InventoryItem>>,
+    last_result: Option<ApplyResult>,
+}
+
+impl Mirror {
+    /// Applies a command and returns the message that tells the coordinator.
+    fn apply(&mut self, command: Command) -> AgentBody {
+        match command {
+            Command::Snapshot(resource, items) => {
+                let key = (resource.group.clone(), resource.kind.clone());
+                if !self.types.iter().any(|t| t.group == resource.group && t.kind == resource.kind) {
+                    self.types.push(resource.clone());
+                }
+                let objects = items.iter().map(|i| ((i.namespace.clone(), i.name.clone()), i.clone())).collect();
+                self.objects.insert(key, objects);
+                AgentBody::Snapshot(Snapshot { items, resource: Some(resource) })
+            }
+            Command::Upsert(items) => {
+                for item in &items {
+                    let key = (item.group.clone(), item.kind.clone());
+                    self.objects
+                        .entry(key)
+                        .or_default()
+                        .insert((item.namespace.clone(), item.name.clone()), item.clone());
+                }
+                AgentBody::Delta(Delta { upserts: items, deletes: Vec::new() })
+            }
+            Command::Delete(refs) => {
+                for r in &refs {
+                    if let Some(objects) = self.objects.get_mut(&(r.group.clone(), r.kind.clone())) {
+                        objects.remove(&(r.namespace.clone(), r.name.clone()));
+                    }
+                }
+                AgentBody::Delta(Delta { upserts: Vec::new(), deletes: refs })
+            }
+            Command::Report(result) => {
+                self.last_result = Some(result.clone());
+                AgentBody::ApplyResult(result)
+            }
+        }
+    }
+
+    /// Every message that re-establishes the coordinator's view after a connect.
+    fn resync_messages(&self) -> Vec<AgentBody> {
+        let mut messages: Vec<AgentBody> = self
+            .types
+            .iter()
+            .map(|t| {
+                let items = self.objects.get(&(t.group.clone(), t.kind.clone()));
+                let items = items.map(|m| m.values().cloned().collect()).unwrap_or_default();
+                AgentBody::Snapshot(Snapshot { items, resource: Some(t.clone()) })
+            })
+            .collect();
+        messages.extend(self.last_result.clone().map(AgentBody::ApplyResult));
+        messages
+    }
+}
+
+/// How a stream ended.
+enum Exit {
+    /// The caller shut the client down.
+    Shutdown,
+    /// The stream or the connect failed; reconnect after a backoff.
+    Lost(String),
+}
+
+async fn run(
+    config: AgentConfig,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    desired: watch::Sender<Option<Arc<DesiredSet>>>,
+    link: watch::Sender<Link>,
+) {
+    let mut mirror = Mirror::default();
+    let mut backoff = config.backoff.clone();
+    loop {
+        match session(&config, &mut mirror, &mut commands, &desired, &link, &mut backoff).await {
+            Exit::Shutdown => return,
+            Exit::Lost(error) => {
+                tracing::warn!(endpoint = %config.endpoint, %error, "coordinator stream lost; reconnecting");
+                link.send_modify(|l| {
+                    l.connected = false;
+                    l.last_error = Some(error);
+                });
+            }
+        }
+        // Keep taking the caller's changes while waiting: they go out with the next snapshot.
+        let wait = tokio::time::sleep(backoff.next_delay(unit_random()));
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                _ = &mut wait => break,
+                command = commands.recv() => match command {
+                    Some(command) => { mirror.apply(command); }
+                    None => return,
+                },
+            }
+        }
+    }
+}
+
+async fn session(
+    config: &AgentConfig,
+    mirror: &mut Mirror,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    desired: &watch::Sender<Option<Arc<DesiredSet>>>,
+    link: &watch::Sender<Link>,
+    backoff: &mut Backoff,
+) -> Exit {
+    let mut endpoint = match Endpoint::from_shared(config.endpoint.clone()) {
+        Ok(endpoint) => endpoint,
+        Err(e) => return Exit::Lost(format!("invalid endpoint {:?}: {e}", config.endpoint)),
+    };
+    endpoint = endpoint
+        .connect_timeout(config.connect_timeout)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true);
+    if let Some(tls) = &config.tls {
+        endpoint = match endpoint.tls_config(tls.clone()) {
+            Ok(endpoint) => endpoint,
+            Err(e) => return Exit::Lost(format!("TLS config: {e}")),
+        };
+    }
+    let channel = match endpoint.connect().await {
+        Ok(channel) => channel,
+        Err(e) => return Exit::Lost(format!("connect {}: {}", config.endpoint, error_chain(&e))),
+    };
+    let mut client = FederationClient::new(channel)
+        .max_decoding_message_size(config.max_message_bytes)
+        .max_encoding_message_size(config.max_message_bytes);
+
+    let (out, out_rx) = mpsc::channel::<AgentMessage>(64);
+    let hello = Hello { software_version: config.software_version.clone(), capabilities: config.capabilities.clone() };
+    let _ = out.send(AgentMessage { body: Some(AgentBody::Hello(hello)) }).await;
+    let mut request = tonic::Request::new(ReceiverStream::new(out_rx));
+    if let Some(identity) = &config.dev_identity {
+        match MetadataValue::try_from(identity.as_str()) {
+            Ok(value) => {
+                request.metadata_mut().insert(DEV_IDENTITY_HEADER, value);
+            }
+            Err(e) => return Exit::Lost(format!("invalid dev identity {identity:?}: {e}")),
+        }
+    }
+    let mut inbound = match client.session(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => return Exit::Lost(format!("Session refused: {:?}: {}", status.code(), status.message())),
+    };
+    for body in mirror.resync_messages() {
+        if out.send(AgentMessage { body: Some(body) }).await.is_err() {
+            return Exit::Lost("stream closed while sending the snapshot".into());
+        }
+    }
+    link.send_modify(|l| {
+        l.connected = true;
+        l.connects += 1;
+        l.acks = 0;
+    });
+
+    let mut heartbeat = tokio::time::interval(config.heartbeat_interval);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    heartbeat.tick().await;
+    loop {
+        tokio::select! {
+            message = inbound.message() => match message {
+                Ok(Some(message)) => match message.body {
+                    Some(CoordinatorBody::DesiredSet(set)) => {
+                        // A set arrived: the session is healthy, so the next loss starts the backoff afresh.
+                        backoff.reset();
+                        desired.send_replace(Some(Arc::new(set)));
+                    }
+                    Some(CoordinatorBody::Ack(ack)) => link.send_modify(|l| {
+                        l.acks += 1;
+                        if !ack.rejected.is_empty() {
+                            l.rejected = ack.rejected;
+                        }
+                    }),
+                    Some(CoordinatorBody::Goodbye(goodbye)) => {
+                        return Exit::Lost(format!("the coordinator said goodbye: {}", goodbye.reason));
+                    }
+                    None => {}
+                },
+                Ok(None) => return Exit::Lost("the coordinator closed the stream".into()),
+                Err(status) => return Exit::Lost(format!("{:?}: {}", status.code(), status.message())),
+            },
+            command = commands.recv() => match command {
+                Some(command) => {
+                    let body = mirror.apply(command);
+                    if out.send(AgentMessage { body: Some(body) }).await.is_err() {
+                        return Exit::Lost("stream closed while sending".into());
+                    }
+                }
+                None => return Exit::Shutdown,
+            },
+            _ = heartbeat.tick() => {
+                let beat = AgentMessage { body: Some(AgentBody::Heartbeat(Heartbeat {})) };
+                if out.send(beat).await.is_err() {
+                    return Exit::Lost("stream closed while sending a heartbeat".into());
+                }
+            }
+        }
+    }
+}
+
+/// An error and its sources on one line (tonic's transport errors hide the cause in the chain).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}

@@ -1,0 +1,252 @@
+//! Between the protocol and the domain: a cluster's plan becomes the `DesiredSet` sent to its agent (with its
+//! content-hash version), and an agent's `InventoryItem` becomes a parsed inventory object — or a rejection
+//! naming what is wrong with it.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::proto::{DesiredAction, DesiredItem, DesiredSet, InventoryItem, ObjectRef, ResourceType};
+use crate::model::{Backup, InventoryObject, Kind, NonAdminBackup, PodVolumeBackup};
+use crate::plan::{Action, ClusterPlan, PlanItem, Prerequisite};
+
+/// Where a kind ferry plans lives: (group, version). `None` for kinds ferry does not know.
+pub fn api_of(kind: &str) -> Option<(&'static str, &'static str)> {
+    let split = |api_version: &'static str| api_version.split_once('/').unwrap_or(("", api_version));
+    Some(match kind {
+        "Namespace" => ("", "v1"),
+        Backup::KIND | PodVolumeBackup::KIND | "BackupStorageLocation" => split(Backup::API_VERSION),
+        NonAdminBackup::KIND => split(NonAdminBackup::API_VERSION),
+        _ => return None,
+    })
+}
+
+/// A reference to an object of a kind ferry plans.
+pub fn object_ref(kind: &str, namespace: &str, name: &str) -> ObjectRef {
+    let (group, version) = api_of(kind).unwrap_or_default();
+    ObjectRef {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+/// The resource types an agent publishes, in the order the planner needs them.
+pub fn watched_types() -> Vec<ResourceType> {
+    ["Namespace", "BackupStorageLocation", Backup::KIND, PodVolumeBackup::KIND, NonAdminBackup::KIND]
+        .into_iter()
+        .map(|kind| {
+            let (group, version) = api_of(kind).unwrap_or_default();
+            ResourceType { group: group.into(), version: version.into(), kind: kind.into() }
+        })
+        .collect()
+}
+
+/// The DesiredSet for a cluster's plan. `complete` is false when some location's catalog is missing or stale
+/// (see the proto); the version covers it, so a set that becomes complete is sent again.
+pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
+    let items: Vec<DesiredItem> = plan.items.iter().map(desired_item).collect();
+    let version = version_of(&items, complete);
+    DesiredSet { version, items, complete }
+}
+
+fn desired_item(item: &PlanItem) -> DesiredItem {
+    let action = match item.action {
+        Action::Create => DesiredAction::Create,
+        Action::Wait => DesiredAction::Wait,
+        Action::Conflict => DesiredAction::Conflict,
+        Action::Refuse => DesiredAction::Refuse,
+    };
+    let (waits_for, waits_for_condition) = match &item.waits_for {
+        Some(Prerequisite::Namespace { name }) => (vec![object_ref("Namespace", "", name)], String::new()),
+        Some(p @ Prerequisite::TerminalPhase) => (Vec::new(), p.to_string()),
+        Some(p) => {
+            let (namespace, name) = p.backup().unwrap_or_default();
+            (vec![object_ref(Backup::KIND, namespace, name)], String::new())
+        }
+        None => (Vec::new(), String::new()),
+    };
+    let raw_json = match (item.action, &item.object) {
+        (Action::Create | Action::Wait, Some(object)) => serde_json::to_vec(object).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    DesiredItem {
+        action: action as i32,
+        r#ref: Some(object_ref(&item.kind, &item.namespace, &item.name)),
+        backup: item.backup.clone(),
+        reason: item.reason.clone().unwrap_or_default(),
+        waits_for,
+        raw_json,
+        waits_for_condition,
+    }
+}
+
+/// Content hash (hex SHA-256) of the items, in order. The planner is deterministic, so equal inputs give equal
+/// versions; the encoding is length-prefixed so that no two different sets hash the same bytes.
+fn version_of(items: &[DesiredItem], complete: bool) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update([u8::from(complete)]);
+    for item in items {
+        let encoded = prost::Message::encode_to_vec(item);
+        hasher.update((encoded.len() as u64).to_le_bytes());
+        hasher.update(&encoded);
+    }
+    let digest = hasher.finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why an inventory item was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ItemError {
+    #[error("kind {0:?} is not one ferry watches")]
+    UnknownKind(String),
+    #[error("item of kind {found:?} inside a snapshot of {expected:?}")]
+    WrongType { found: String, expected: String },
+    #[error("raw_json is not a JSON object: {0}")]
+    NotJson(String),
+    #[error("raw_json says {field} {found:?} but the item says {claimed:?}")]
+    Mismatch { field: &'static str, found: String, claimed: String },
+    #[error("{kind} {name:?} is malformed: {reason}")]
+    Malformed { kind: String, name: String, reason: String },
+}
+
+/// Checks an inventory item against its own raw JSON and parses it. The lifted metadata must agree with the
+/// JSON: the coordinator plans from the JSON, and disagreeing copies mean a broken agent.
+pub fn inventory_object(item: &InventoryItem) -> Result<InventoryObject, ItemError> {
+    let Some((group, _)) = api_of(&item.kind) else {
+        return Err(ItemError::UnknownKind(item.kind.clone()));
+    };
+    if item.group != group {
+        return Err(ItemError::Mismatch { field: "group", found: group.into(), claimed: item.group.clone() });
+    }
+    let raw: Value = serde_json::from_slice(&item.raw_json).map_err(|e| ItemError::NotJson(e.to_string()))?;
+    if !raw.is_object() {
+        return Err(ItemError::NotJson("not an object".into()));
+    }
+    let text = |pointer: &str| raw.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_string();
+    let checks = [
+        ("metadata.name", text("/metadata/name"), &item.name),
+        ("metadata.namespace", text("/metadata/namespace"), &item.namespace),
+    ];
+    for (field, found, claimed) in checks {
+        if &found != claimed {
+            return Err(ItemError::Mismatch { field, found, claimed: claimed.clone() });
+        }
+    }
+    if let Some(kind) = raw.get("kind").and_then(Value::as_str)
+        && kind != item.kind
+    {
+        return Err(ItemError::Mismatch { field: "kind", found: kind.into(), claimed: item.kind.clone() });
+    }
+    let malformed = |reason: String| ItemError::Malformed { kind: item.kind.clone(), name: item.name.clone(), reason };
+    match InventoryObject::parse(&item.kind, raw) {
+        Ok(Some(object)) => Ok(object),
+        Ok(None) => Err(ItemError::UnknownKind(item.kind.clone())),
+        Err(e) => Err(malformed(e.to_string())),
+    }
+}
+
+/// An inventory item for an object's JSON, with its metadata lifted out (what agents send).
+pub fn inventory_item(kind: &str, raw: &Value) -> InventoryItem {
+    let (group, version) = api_of(kind).unwrap_or_default();
+    let text = |pointer: &str| raw.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_string();
+    let map = |pointer: &str| {
+        raw.pointer(pointer)
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default()
+    };
+    InventoryItem {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        namespace: text("/metadata/namespace"),
+        name: text("/metadata/name"),
+        uid: text("/metadata/uid"),
+        resource_version: text("/metadata/resourceVersion"),
+        labels: map("/metadata/labels"),
+        annotations: map("/metadata/annotations"),
+        raw_json: serde_json::to_vec(raw).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plan_item(action: Action, waits_for: Option<Prerequisite>) -> PlanItem {
+        PlanItem {
+            action,
+            kind: "PodVolumeBackup".into(),
+            namespace: "velero".into(),
+            name: "p1".into(),
+            backup: "b1".into(),
+            reason: None,
+            waits_for,
+            object: Some(json!({"kind": "PodVolumeBackup"})),
+        }
+    }
+
+    #[test]
+    fn versions_are_content_hashes() {
+        let a = ClusterPlan { cluster: "x".into(), items: vec![plan_item(Action::Create, None)] };
+        let b = ClusterPlan { cluster: "y".into(), items: vec![plan_item(Action::Create, None)] };
+        assert_eq!(desired_set(&a, true).version, desired_set(&b, true).version, "same content, same version");
+        assert_ne!(desired_set(&a, true).version, desired_set(&a, false).version);
+        let waiting = ClusterPlan {
+            cluster: "x".into(),
+            items: vec![plan_item(
+                Action::Wait,
+                Some(Prerequisite::Backup { namespace: "velero".into(), name: "b1".into() }),
+            )],
+        };
+        let set = desired_set(&waiting, true);
+        assert_ne!(set.version, desired_set(&a, true).version);
+        assert_eq!(set.version.len(), 64);
+        let item = &set.items[0];
+        assert_eq!(item.waits_for, vec![object_ref("Backup", "velero", "b1")]);
+        assert_eq!(item.waits_for[0].group, "velero.io");
+        assert!(!item.raw_json.is_empty(), "a WAIT item carries its template");
+    }
+
+    #[test]
+    fn refusals_carry_no_object_and_conditions_are_words() {
+        let mut refused = plan_item(Action::Refuse, None);
+        refused.reason = Some("no".into());
+        let phase = plan_item(Action::Wait, Some(Prerequisite::TerminalPhase));
+        let set = desired_set(&ClusterPlan { cluster: "x".into(), items: vec![refused, phase] }, true);
+        assert!(set.items[0].raw_json.is_empty());
+        assert_eq!(set.items[0].reason, "no");
+        assert!(set.items[1].waits_for.is_empty());
+        assert!(set.items[1].waits_for_condition.contains("terminal phase"));
+    }
+
+    #[test]
+    fn inventory_items_are_checked_against_their_json() {
+        let ns = json!({"kind": "Namespace", "metadata": {"name": "team-a"}});
+        let item = inventory_item("Namespace", &ns);
+        assert_eq!(
+            inventory_object(&item),
+            Ok(InventoryObject::Namespace { name: "team-a".into(), terminating: false })
+        );
+
+        let mut lying = item.clone();
+        lying.name = "team-b".into();
+        assert!(matches!(inventory_object(&lying), Err(ItemError::Mismatch { field: "metadata.name", .. })));
+
+        let mut garbage = item.clone();
+        garbage.raw_json = b"{not json".to_vec();
+        assert!(matches!(inventory_object(&garbage), Err(ItemError::NotJson(_))));
+
+        let mut config_map = item.clone();
+        config_map.kind = "ConfigMap".into();
+        assert_eq!(inventory_object(&config_map), Err(ItemError::UnknownKind("ConfigMap".into())));
+
+        let bad_backup = json!({"kind": "Backup", "metadata": {"name": "b", "namespace": "velero"},
+                                "status": {"phase": "Exploded"}});
+        let err = inventory_object(&inventory_item("Backup", &bad_backup)).unwrap_err().to_string();
+        assert!(err.contains("Backup \"b\"") && err.contains("Exploded"), "{err}");
+    }
+}

@@ -1,0 +1,21 @@
+//! The coordinator ⇄ agent gRPC transport: generated protocol types, mTLS configuration and identities, the
+//! coordinator's service and the agent's client.
+//!
+//! The caller's identity is always derived from its verified client certificate ([`identity`]), never from a
+//! message field.
+
+pub mod agent_client;
+pub mod authz;
+pub mod backoff;
+pub mod certs;
+pub mod convert;
+pub mod identity;
+pub mod server;
+pub mod tls;
+
+/// Types and service stubs generated from `proto/ferry/v1/federation.proto`.
+// Lints are relaxed only for generated code, which we do not edit.
+#[allow(clippy::all, clippy::pedantic, missing_docs, rustdoc::all)]
+pub mod proto {
+    tonic::include_proto!("ferry.v1");
+}

@@ -1,0 +1,244 @@
+//! The coordinator's side of the protocol: the tonic `Federation` service over the [`Hub`].
+//!
+//! Every rpc starts by deriving the caller's role from its verified client certificate and asking
+//! [`authz`](super::authz). A `Session` then runs as its own task: it reads the agent's messages into the hub
+//! and writes the cluster's DesiredSet whenever it changes, until the agent goes away, a newer stream of the
+//! same cluster replaces it, or the coordinator shuts down (the last two say `Goodbye` first).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::authz::{Rpc, authorize};
+use super::identity::{Role, identity_from_chain, parse_identity};
+use super::proto::agent_message::Body as AgentBody;
+use super::proto::coordinator_message::Body as CoordinatorBody;
+use super::proto::federation_server::{Federation, FederationServer};
+use super::proto::{
+    AgentMessage, CoordinatorMessage, GetStatusRequest, GetStatusResponse, Goodbye, PlanRequest, PlanResponse,
+};
+use crate::coordinator::hub::{Hub, HubError, SessionHandle};
+use crate::plan::PlanOptions;
+
+/// The metadata key that carries the caller's identity when TLS is off (`--insecure-dev` only).
+pub const DEV_IDENTITY_HEADER: &str = "x-ferry-dev-identity";
+
+/// How long a new stream may take to send its `Hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How callers are identified.
+#[derive(Debug, Clone)]
+pub enum Authentication {
+    /// From the verified client certificate's SPIFFE URI SAN, in this trust domain.
+    Certificate { trust_domain: String },
+    /// `--insecure-dev`: from the `x-ferry-dev-identity` header (`cluster/<name>` or `operator/<name>`). Anyone
+    /// can claim anything; for local demos only.
+    InsecureDev { trust_domain: String },
+}
+
+pub struct FederationService {
+    hub: Arc<Hub>,
+    authentication: Authentication,
+    /// Flips to true on shutdown: sessions say goodbye and end.
+    shutdown: watch::Receiver<bool>,
+    /// Options for the `Plan` rpc (the clock is read per call).
+    plan_options: PlanOptions,
+}
+
+impl FederationService {
+    pub fn new(
+        hub: Arc<Hub>,
+        authentication: Authentication,
+        shutdown: watch::Receiver<bool>,
+        plan_options: PlanOptions,
+    ) -> Self {
+        Self { hub, authentication, shutdown, plan_options }
+    }
+
+    /// The tonic service with ferry's message size limits on both directions.
+    pub fn into_server(self) -> FederationServer<Self> {
+        let limit = self.hub.settings.max_message_bytes;
+        FederationServer::new(self).max_decoding_message_size(limit).max_encoding_message_size(limit)
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Role, Status> {
+        match &self.authentication {
+            Authentication::Certificate { trust_domain } => {
+                let certs = request.peer_certs();
+                identity_from_chain(certs.as_deref().map(Vec::as_slice), trust_domain)
+                    .map_err(|e| Status::unauthenticated(e.to_string()))
+            }
+            Authentication::InsecureDev { trust_domain } => {
+                let claimed =
+                    request.metadata().get(DEV_IDENTITY_HEADER).and_then(|v| v.to_str().ok()).ok_or_else(|| {
+                        Status::unauthenticated(format!("--insecure-dev: no {DEV_IDENTITY_HEADER} header"))
+                    })?;
+                parse_identity(&format!("spiffe://{trust_domain}/{claimed}"), trust_domain)
+                    .map_err(|e| Status::unauthenticated(e.to_string()))
+            }
+        }
+    }
+}
+
+type SessionStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Federation for FederationService {
+    type SessionStream = SessionStream;
+
+    async fn session(&self, request: Request<Streaming<AgentMessage>>) -> Result<Response<SessionStream>, Status> {
+        let role = self.caller(&request)?;
+        let cluster = authorize(&role, Rpc::Session)?.unwrap_or_default().to_string();
+        if !self.hub.knows(&cluster) {
+            return Err(Status::permission_denied(HubError::UnknownCluster(cluster).to_string()));
+        }
+        let mut inbound = request.into_inner();
+        let hello = match tokio::time::timeout(HELLO_TIMEOUT, inbound.message()).await {
+            Ok(Ok(Some(AgentMessage { body: Some(AgentBody::Hello(hello)) }))) => hello,
+            Ok(Err(status)) => return Err(status),
+            Err(_) => return Err(Status::deadline_exceeded("no Hello within 10 s")),
+            Ok(Ok(_)) => return Err(Status::invalid_argument("the first message of a Session must be Hello")),
+        };
+        let handle = self.hub.open_session(&cluster, &hello, SystemTime::now()).map_err(hub_status)?;
+        tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
+        let (tx, rx) = mpsc::channel(16);
+        let session = SessionTask { hub: self.hub.clone(), cluster, handle, tx, shutdown: self.shutdown.clone() };
+        tokio::spawn(session.run(inbound));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
+        let role = self.caller(&request)?;
+        authorize(&role, Rpc::GetStatus)?;
+        let filter = Some(request.get_ref().cluster.as_str()).filter(|c| !c.is_empty());
+        let mut status = self.hub.status(filter, SystemTime::now()).map_err(hub_status)?;
+        status.caller = role.to_string();
+        Ok(Response::new(status))
+    }
+
+    async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
+        let role = self.caller(&request)?;
+        authorize(&role, Rpc::Plan)?;
+        let options = PlanOptions { now: SystemTime::now(), ..self.plan_options.clone() };
+        let hub = self.hub.clone();
+        let cluster = request.into_inner().cluster;
+        // Planning is CPU work; keep it off the threads that serve the streams.
+        let desired = tokio::task::spawn_blocking(move || hub.plan_now(&cluster, &options))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(hub_status)?;
+        Ok(Response::new(PlanResponse { desired_set: Some(desired) }))
+    }
+}
+
+fn hub_status(error: HubError) -> Status {
+    match error {
+        HubError::UnknownCluster(_) => Status::not_found(error.to_string()),
+        HubError::Replaced(_) => Status::aborted(error.to_string()),
+    }
+}
+
+/// One agent stream.
+struct SessionTask {
+    hub: Arc<Hub>,
+    cluster: String,
+    handle: SessionHandle,
+    tx: mpsc::Sender<Result<CoordinatorMessage, Status>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl SessionTask {
+    async fn run(mut self, mut inbound: Streaming<AgentMessage>) {
+        let end = self.serve(&mut inbound).await;
+        match &end {
+            End::AgentClosed => tracing::info!(cluster = %self.cluster, session = self.handle.id, "agent disconnected"),
+            End::Error(status) => {
+                tracing::warn!(cluster = %self.cluster, session = self.handle.id, error = %status.message(), "agent stream failed");
+                // Tell the agent why (e.g. a message over the size limit), if it still listens.
+                let _ = self.tx.send(Err(status.clone())).await;
+            }
+            End::Goodbye(reason) => {
+                tracing::info!(cluster = %self.cluster, session = self.handle.id, %reason, "ending agent stream");
+                let goodbye = CoordinatorBody::Goodbye(Goodbye { reason: reason.clone() });
+                let _ = self.tx.send(Ok(CoordinatorMessage { body: Some(goodbye) })).await;
+            }
+        }
+        self.hub.close_session(&self.cluster, self.handle.id);
+    }
+
+    async fn serve(&mut self, inbound: &mut Streaming<AgentMessage>) -> End {
+        let mut last_sent = String::new();
+        loop {
+            tokio::select! {
+                message = inbound.message() => match message {
+                    Ok(Some(message)) => {
+                        if let Err(end) = self.handle_message(message).await {
+                            return end;
+                        }
+                    }
+                    Ok(None) => return End::AgentClosed,
+                    Err(status) => return End::Error(status),
+                },
+                changed = self.handle.desired.changed() => {
+                    if changed.is_err() {
+                        return End::Goodbye("the coordinator is shutting down".into());
+                    }
+                    let desired = self.handle.desired.borrow_and_update().clone();
+                    if desired.version != last_sent || desired.version.is_empty() {
+                        last_sent = desired.version.clone();
+                        let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet((*desired).clone())) };
+                        if self.tx.send(Ok(message)).await.is_err() {
+                            return End::AgentClosed;
+                        }
+                    }
+                }
+                _ = self.handle.current_session.changed() => {
+                    if *self.handle.current_session.borrow() != self.handle.id {
+                        return End::Goodbye(format!("replaced by a newer stream of cluster {}", self.cluster));
+                    }
+                }
+                _ = self.shutdown.changed() => return End::Goodbye("the coordinator is shutting down".into()),
+            }
+        }
+    }
+
+    async fn handle_message(&mut self, message: AgentMessage) -> Result<(), End> {
+        let now = SystemTime::now();
+        let (hub, cluster, id) = (&self.hub, self.cluster.as_str(), self.handle.id);
+        let ack = match message.body {
+            Some(AgentBody::Snapshot(snapshot)) => {
+                let resource = snapshot.resource.unwrap_or_default();
+                hub.snapshot(cluster, id, now, &resource, &snapshot.items)
+            }
+            Some(AgentBody::Delta(delta)) => hub.delta(cluster, id, now, &delta.upserts, &delta.deletes),
+            Some(AgentBody::ApplyResult(result)) => hub.apply_result(cluster, id, now, &result),
+            Some(AgentBody::Heartbeat(_)) => return hub.heartbeat(cluster, id, now).map_err(replaced),
+            Some(AgentBody::Hello(_)) => {
+                return Err(End::Error(Status::invalid_argument("Hello may only be the first message")));
+            }
+            None => return Err(End::Error(Status::invalid_argument("empty AgentMessage"))),
+        }
+        .map_err(replaced)?;
+        if !ack.rejected.is_empty() {
+            tracing::warn!(%cluster, of = %ack.of, rejected = ack.rejected.len(), first = %ack.rejected[0].reason, "inventory items rejected");
+        }
+        let message = CoordinatorMessage { body: Some(CoordinatorBody::Ack(ack)) };
+        self.tx.send(Ok(message)).await.map_err(|_| End::AgentClosed)
+    }
+}
+
+fn replaced(error: HubError) -> End {
+    End::Goodbye(error.to_string())
+}
+
+/// Why a session ended.
+enum End {
+    AgentClosed,
+    Error(Status),
+    Goodbye(String),
+}
