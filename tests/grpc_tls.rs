@@ -1,59 +1,30 @@
-//! mTLS on real sockets: a tonic server on 127.0.0.1 with the coordinator's TLS config, and clients with
-//! good, missing, foreign and expired certificates. The server's GetStatus answers with the identity it
-//! derived from the peer certificate, which is what every authorization decision will rest on.
+//! mTLS on real sockets: the coordinator on 127.0.0.1, and clients with good, missing, foreign and expired
+//! certificates. GetStatus answers an operator with the identity derived from its certificate, and refuses an
+//! agent by name — the identity every authorization decision rests on.
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
+use ferry::config::LoadedConfig;
+use ferry::coordinator::{self, Settings, Transport};
 use ferry::grpc::certs::{self, Ca, CertsSpec, Validity};
-use ferry::grpc::identity::{Role, identity_from_chain};
+use ferry::grpc::identity::Role;
+use ferry::grpc::proto::GetStatusRequest;
 use ferry::grpc::proto::federation_client::FederationClient;
-use ferry::grpc::proto::federation_server::{Federation, FederationServer};
-use ferry::grpc::proto::{
-    AgentMessage, CoordinatorMessage, GetStatusRequest, GetStatusResponse, PlanRequest, PlanResponse,
-};
 use ferry::grpc::tls::{TlsFiles, client_tls_config, server_tls_config};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio_stream::Stream;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Server};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 const TD: &str = "ferry.local";
 
-/// Only GetStatus does anything: it reports who the caller is, as seen from its certificate.
-struct EchoIdentity;
-
-#[tonic::async_trait]
-impl Federation for EchoIdentity {
-    type SessionStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
-
-    async fn session(&self, _: Request<Streaming<AgentMessage>>) -> Result<Response<Self::SessionStream>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
-        let certs = request.peer_certs();
-        let role = identity_from_chain(certs.as_deref().map(Vec::as_slice), TD)
-            .map_err(|e| Status::unauthenticated(e.to_string()))?;
-        Ok(Response::new(GetStatusResponse { caller: role.to_string(), ..Default::default() }))
-    }
-
-    async fn plan(&self, _: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-}
-
 struct Coordinator {
     addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    running: ferry::coordinator::RunningCoordinator,
 }
 
 impl Coordinator {
+    /// The real coordinator (no locations; clusters a and b) with the PKI's server certificate.
     async fn start(pki: &Path) -> Coordinator {
         let files = TlsFiles {
             ca: pki.join(certs::CA_CERT),
@@ -61,23 +32,17 @@ impl Coordinator {
             key: pki.join(certs::COORDINATOR_KEY),
         };
         let tls = server_tls_config(&files).expect("server tls");
+        let config_path = pki.join("ferry.yaml");
+        std::fs::write(&config_path, "locations: []\nclusters: [{name: a}, {name: b}]\n").expect("config");
+        let config = LoadedConfig::load(&config_path).expect("config");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server =
-            Server::builder().tls_config(tls).expect("tls config").add_service(FederationServer::new(EchoIdentity));
-        let task = tokio::spawn(server.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-            let _ = stopped.await;
-        }));
-        Coordinator { addr, stop: Some(stop), task }
+        let transport = Transport::Mtls { tls, trust_domain: TD.into() };
+        let running = coordinator::start(&config, Settings::default(), listener, transport).await.expect("start");
+        Coordinator { addr: running.addr, running }
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let result = tokio::time::timeout(Duration::from_secs(5), self.task).await;
-        assert!(matches!(result, Ok(Ok(Ok(())))), "server ended badly: {result:?}");
+    async fn stop(self) {
+        self.running.shutdown().await.expect("clean shutdown");
     }
 }
 
@@ -138,10 +103,12 @@ async fn agent_and_operator_certificates_are_recognized() {
     let dir = tempfile::tempdir().expect("tempdir");
     make_pki(dir.path(), &["a", "b"], &["admin"]);
     let coordinator = Coordinator::start(dir.path()).await;
+    // Agents are recognized as their cluster, and GetStatus is not theirs to call.
     let a = get_status(coordinator.addr, client(dir.path(), "cluster-a.pem", "cluster-a-key.pem")).await;
-    assert_eq!(a, Ok(Role::Agent { cluster: "a".into() }.to_string()));
+    let a = a.expect_err("agents may not read status");
+    assert!(a.contains("PermissionDenied") && a.contains("cluster/a may not call GetStatus"), "{a}");
     let b = get_status(coordinator.addr, client(dir.path(), "cluster-b.pem", "cluster-b-key.pem")).await;
-    assert_eq!(b.as_deref(), Ok("cluster/b"));
+    assert!(b.expect_err("denied").contains("cluster/b may not call GetStatus"));
     let admin = get_status(coordinator.addr, client(dir.path(), "operator-admin.pem", "operator-admin-key.pem")).await;
     assert_eq!(admin.as_deref(), Ok("operator/admin"));
     coordinator.stop().await;

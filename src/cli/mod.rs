@@ -1,10 +1,13 @@
 //! The `ferry` command line.
 
 pub mod certs;
+pub mod coordinator;
 pub mod fixture;
 pub mod inventory_files;
+pub mod operator_client;
 pub mod output;
 pub mod plan;
+pub mod status;
 pub mod table;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -30,6 +33,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Show what each cluster would get from the buckets (offline: recorded inventories, no cluster needed).
     Plan(plan::PlanArgs),
+    /// Run the coordinator: read the buckets, serve agents their desired sets, answer operators.
+    Coordinator(coordinator::CoordinatorArgs),
+    /// Ask a running coordinator what it knows: clusters, locations, and per-backup detail with --cluster.
+    Status(status::StatusArgs),
     /// Make a demo/test PKI: a CA, the coordinator's certificate, agent and operator certificates.
     Certs(certs::CertsArgs),
     /// Test fixtures (for tests, demos and benchmarks).
@@ -41,6 +48,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Plan(args) => plan::run(args).await,
         Command::Certs(args) => certs::run(args),
+        Command::Coordinator(args) => coordinator::run(args).await,
+        Command::Status(args) => status::run(args).await,
         Command::Fixture(command) => fixture::run(command).await,
     }
 }

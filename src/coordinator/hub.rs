@@ -17,9 +17,7 @@ use super::settings::Settings;
 use super::status;
 use crate::catalog::{Listing, LocationCatalog};
 use crate::grpc::convert::desired_set;
-use crate::grpc::proto::{
-    Ack, ApplyResult, DesiredSet, GetStatusResponse, Hello, InventoryItem, ObjectRef, ResourceType,
-};
+use crate::grpc::proto::{Ack, ApplyResult, DesiredSet, GetStatusResponse, Hello, InventoryItem, ObjectRef, Snapshot};
 use crate::plan::{ClusterState, PlanOptions, plan_cluster};
 use crate::resolve::NamespaceMappings;
 
@@ -170,22 +168,21 @@ impl Hub {
         self.with_session(cluster, id, now, |_| ())
     }
 
-    pub fn snapshot(
-        &self,
-        cluster: &str,
-        id: u64,
-        now: SystemTime,
-        resource: &ResourceType,
-        items: &[InventoryItem],
-    ) -> Result<Ack, HubError> {
+    pub fn snapshot(&self, cluster: &str, id: u64, now: SystemTime, snapshot: &Snapshot) -> Result<Ack, HubError> {
+        let resource = snapshot.resource.clone().unwrap_or_default();
         let ack = self.with_session(cluster, id, now, |state| {
-            let (_, rejected) = record_mut(state, cluster).apply_snapshot(resource, items);
-            // Always replan after a snapshot and publish even an unchanged set: the agent waits for it.
+            let (_, rejected) = record_mut(state, cluster).apply_snapshot(&resource, &snapshot.items);
             state.dirty.insert(cluster.to_string());
-            state.resend.insert(cluster.to_string());
+            if snapshot.last {
+                // Publish even an unchanged set: the stream waits for its first one.
+                state.resend.insert(cluster.to_string());
+            }
             Ack { of: "snapshot".into(), rejected }
         })?;
-        self.changed.notify_one();
+        // Plan once the whole inventory is in, not after each type.
+        if snapshot.last {
+            self.changed.notify_one();
+        }
         Ok(ack)
     }
 

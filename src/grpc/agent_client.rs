@@ -92,12 +92,17 @@ pub struct AgentClient {
 }
 
 impl AgentClient {
-    /// Starts the client; it connects in the background and keeps reconnecting until shut down.
-    pub fn spawn(config: AgentConfig) -> Self {
+    /// Starts the client with the cluster's initial inventory (one entry per watched type, even if empty); it
+    /// connects in the background and keeps reconnecting until shut down.
+    pub fn spawn(config: AgentConfig, initial: Vec<(ResourceType, Vec<InventoryItem>)>) -> Self {
         let (commands, rx) = mpsc::unbounded_channel();
         let (desired_tx, desired) = watch::channel(None);
         let (link_tx, link) = watch::channel(Link::default());
-        let task = tokio::spawn(run(config, rx, desired_tx, link_tx));
+        let mut mirror = Mirror::default();
+        for (resource, items) in initial {
+            mirror.apply(Command::Snapshot(resource, items));
+        }
+        let task = tokio::spawn(run(config, mirror, rx, desired_tx, link_tx));
         Self { commands, desired, link, task }
     }
 
@@ -162,7 +167,7 @@ impl Mirror {
                 }
                 let objects = items.iter().map(|i| ((i.namespace.clone(), i.name.clone()), i.clone())).collect();
                 self.objects.insert(key, objects);
-                AgentBody::Snapshot(Snapshot { items, resource: Some(resource) })
+                AgentBody::Snapshot(Snapshot { items, resource: Some(resource), last: true })
             }
             Command::Upsert(items) => {
                 for item in &items {
@@ -191,13 +196,15 @@ impl Mirror {
 
     /// Every message that re-establishes the coordinator's view after a connect.
     fn resync_messages(&self) -> Vec<AgentBody> {
+        let count = self.types.len();
         let mut messages: Vec<AgentBody> = self
             .types
             .iter()
-            .map(|t| {
+            .enumerate()
+            .map(|(index, t)| {
                 let items = self.objects.get(&(t.group.clone(), t.kind.clone()));
                 let items = items.map(|m| m.values().cloned().collect()).unwrap_or_default();
-                AgentBody::Snapshot(Snapshot { items, resource: Some(t.clone()) })
+                AgentBody::Snapshot(Snapshot { items, resource: Some(t.clone()), last: index + 1 == count })
             })
             .collect();
         messages.extend(self.last_result.clone().map(AgentBody::ApplyResult));
@@ -215,11 +222,11 @@ enum Exit {
 
 async fn run(
     config: AgentConfig,
+    mut mirror: Mirror,
     mut commands: mpsc::UnboundedReceiver<Command>,
     desired: watch::Sender<Option<Arc<DesiredSet>>>,
     link: watch::Sender<Link>,
 ) {
-    let mut mirror = Mirror::default();
     let mut backoff = config.backoff.clone();
     loop {
         match session(&config, &mut mirror, &mut commands, &desired, &link, &mut backoff).await {

@@ -107,7 +107,8 @@ impl Federation for FederationService {
         let handle = self.hub.open_session(&cluster, &hello, SystemTime::now()).map_err(hub_status)?;
         tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
         let (tx, rx) = mpsc::channel(16);
-        let session = SessionTask { hub: self.hub.clone(), cluster, handle, tx, shutdown: self.shutdown.clone() };
+        let session =
+            SessionTask { hub: self.hub.clone(), cluster, handle, tx, shutdown: self.shutdown.clone(), ready: false };
         tokio::spawn(session.run(inbound));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -150,6 +151,8 @@ struct SessionTask {
     handle: SessionHandle,
     tx: mpsc::Sender<Result<CoordinatorMessage, Status>>,
     shutdown: watch::Receiver<bool>,
+    /// The agent sent its last initial snapshot: DesiredSets may be sent.
+    ready: bool,
 }
 
 impl SessionTask {
@@ -189,6 +192,10 @@ impl SessionTask {
                         return End::Goodbye("the coordinator is shutting down".into());
                     }
                     let desired = self.handle.desired.borrow_and_update().clone();
+                    // Before the inventory is complete, a set would be planned from part of it.
+                    if !self.ready {
+                        continue;
+                    }
                     if desired.version != last_sent || desired.version.is_empty() {
                         last_sent = desired.version.clone();
                         let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet((*desired).clone())) };
@@ -212,8 +219,8 @@ impl SessionTask {
         let (hub, cluster, id) = (&self.hub, self.cluster.as_str(), self.handle.id);
         let ack = match message.body {
             Some(AgentBody::Snapshot(snapshot)) => {
-                let resource = snapshot.resource.unwrap_or_default();
-                hub.snapshot(cluster, id, now, &resource, &snapshot.items)
+                self.ready |= snapshot.last;
+                hub.snapshot(cluster, id, now, &snapshot)
             }
             Some(AgentBody::Delta(delta)) => hub.delta(cluster, id, now, &delta.upserts, &delta.deletes),
             Some(AgentBody::ApplyResult(result)) => hub.apply_result(cluster, id, now, &result),

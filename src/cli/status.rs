@@ -1,0 +1,271 @@
+//! `ferry status`: what a running coordinator knows — clusters (liveness, inventory, desired/applied/failed/
+//! refused counts), locations (health, bad objects) and, with `--cluster`, every item of every backup.
+
+use clap::Args;
+use serde::Serialize;
+
+use ferry::grpc::proto::{
+    ApplyOutcome, BackupStatus, ClusterStatus, DesiredAction, GetStatusRequest, GetStatusResponse, LocationStatus,
+};
+
+use super::operator_client::CoordinatorConnection;
+use super::output::{OutputFormat, structured};
+use super::table::Table;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub connection: CoordinatorConnection,
+    /// Only this cluster, with per-backup detail.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: OutputFormat,
+}
+
+pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
+    let mut client = args.connection.connect().await?;
+    let request = GetStatusRequest { cluster: args.cluster.clone().unwrap_or_default() };
+    let response = client.get_status(request).await.map_err(|s| anyhow::anyhow!("{:?}: {}", s.code(), s.message()))?;
+    let view = StatusView::from(response.into_inner());
+    let text = match structured(&view, args.output)? {
+        Some(text) => text,
+        None => render(&view),
+    };
+    print!("{text}");
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    pub caller: String,
+    pub clusters: Vec<ClusterView>,
+    pub locations: Vec<LocationView>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub cluster: String,
+    /// `connected`, `stale` or `disconnected`.
+    pub state: &'static str,
+    pub seconds_since_heartbeat: Option<i64>,
+    pub software_version: String,
+    pub inventory: u64,
+    pub inventory_by_kind: std::collections::BTreeMap<String, u64>,
+    pub desired_version: String,
+    pub desired: u64,
+    pub applied: u64,
+    pub failed: u64,
+    pub refused: u64,
+    pub waiting: u64,
+    pub held: u64,
+    pub conflicts: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backups: Vec<BackupView>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupView {
+    pub backup: String,
+    pub items: Vec<ItemView>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemView {
+    pub action: &'static str,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The agent's last outcome: `applied`, `failed`, `conflict`, `held`, or `pending` (none reported yet).
+    pub outcome: &'static str,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocationView {
+    pub name: String,
+    pub source_cluster: String,
+    pub healthy: bool,
+    pub message: String,
+    pub last_refresh_unix: i64,
+    pub backups: u64,
+    pub errors: Vec<LocationErrorView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LocationErrorView {
+    pub object: String,
+    pub error: String,
+}
+
+impl From<GetStatusResponse> for StatusView {
+    fn from(r: GetStatusResponse) -> Self {
+        Self {
+            caller: r.caller,
+            clusters: r.clusters.into_iter().map(ClusterView::from).collect(),
+            locations: r.locations.into_iter().map(LocationView::from).collect(),
+        }
+    }
+}
+
+impl From<ClusterStatus> for ClusterView {
+    fn from(c: ClusterStatus) -> Self {
+        let state = match (c.connected, c.stale) {
+            (false, _) => "disconnected",
+            (true, true) => "stale",
+            (true, false) => "connected",
+        };
+        Self {
+            cluster: c.cluster,
+            state,
+            seconds_since_heartbeat: (c.seconds_since_heartbeat >= 0).then_some(c.seconds_since_heartbeat),
+            software_version: c.software_version,
+            inventory: c.inventory_items,
+            inventory_by_kind: c.inventory_by_kind.into_iter().map(|k| (k.kind, k.count)).collect(),
+            desired_version: c.desired_version,
+            desired: c.desired,
+            applied: c.applied,
+            failed: c.failed,
+            refused: c.refused,
+            waiting: c.waiting,
+            held: c.held,
+            conflicts: c.conflicts,
+            backups: c.backups.into_iter().map(BackupView::from).collect(),
+        }
+    }
+}
+
+impl From<BackupStatus> for BackupView {
+    fn from(b: BackupStatus) -> Self {
+        let items = b
+            .items
+            .into_iter()
+            .map(|i| {
+                let r = i.r#ref.unwrap_or_default();
+                ItemView {
+                    action: action_name(i.action),
+                    kind: r.kind,
+                    namespace: r.namespace,
+                    name: r.name,
+                    outcome: outcome_name(i.outcome),
+                    reason: i.reason,
+                }
+            })
+            .collect();
+        Self { backup: b.backup, items }
+    }
+}
+
+impl From<LocationStatus> for LocationView {
+    fn from(l: LocationStatus) -> Self {
+        Self {
+            name: l.name,
+            source_cluster: l.source_cluster,
+            healthy: l.healthy,
+            message: l.message,
+            last_refresh_unix: l.last_refresh_unix,
+            backups: l.backups,
+            errors: l.errors.into_iter().map(|e| LocationErrorView { object: e.object, error: e.error }).collect(),
+        }
+    }
+}
+
+fn action_name(action: i32) -> &'static str {
+    match DesiredAction::try_from(action).unwrap_or(DesiredAction::Unspecified) {
+        DesiredAction::Create => "create",
+        DesiredAction::Wait => "wait",
+        DesiredAction::Conflict => "conflict",
+        DesiredAction::Refuse => "refuse",
+        DesiredAction::Unspecified => "unknown",
+    }
+}
+
+fn outcome_name(outcome: i32) -> &'static str {
+    match ApplyOutcome::try_from(outcome).unwrap_or(ApplyOutcome::Unspecified) {
+        ApplyOutcome::Applied => "applied",
+        ApplyOutcome::Failed => "failed",
+        ApplyOutcome::Conflict => "conflict",
+        ApplyOutcome::Held => "held",
+        ApplyOutcome::Unspecified => "pending",
+    }
+}
+
+pub fn render(view: &StatusView) -> String {
+    let mut out = String::new();
+    let mut clusters = Table::new(&[
+        "CLUSTER",
+        "STATE",
+        "HEARTBEAT",
+        "AGENT",
+        "INVENTORY",
+        "DESIRED",
+        "APPLIED",
+        "FAILED",
+        "REFUSED",
+        "WAITING",
+        "HELD",
+        "CONFLICTS",
+    ]);
+    for c in &view.clusters {
+        clusters.row(vec![
+            c.cluster.clone(),
+            c.state.into(),
+            c.seconds_since_heartbeat.map_or("-".into(), |s| format!("{s}s ago")),
+            if c.software_version.is_empty() { "-".into() } else { c.software_version.clone() },
+            c.inventory.to_string(),
+            c.desired.to_string(),
+            c.applied.to_string(),
+            c.failed.to_string(),
+            c.refused.to_string(),
+            c.waiting.to_string(),
+            c.held.to_string(),
+            c.conflicts.to_string(),
+        ]);
+    }
+    out.push_str(&clusters.render(""));
+    out.push('\n');
+    let mut locations = Table::new(&["LOCATION", "SOURCE", "HEALTHY", "BACKUPS", "BAD OBJECTS", "MESSAGE"]);
+    for l in &view.locations {
+        locations.row(vec![
+            l.name.clone(),
+            l.source_cluster.clone(),
+            if l.healthy { "yes".into() } else { "NO".into() },
+            l.backups.to_string(),
+            l.errors.len().to_string(),
+            l.message.clone(),
+        ]);
+    }
+    out.push_str(&locations.render(""));
+    for c in view.clusters.iter().filter(|c| !c.backups.is_empty()) {
+        out.push_str(&format!("\nBACKUPS ON {}\n", c.cluster));
+        let mut items = Table::new(&["BACKUP", "ACTION", "KIND", "NAMESPACE", "NAME", "OUTCOME", "REASON"]);
+        for b in &c.backups {
+            for i in &b.items {
+                items.row(vec![
+                    b.backup.clone(),
+                    i.action.into(),
+                    i.kind.clone(),
+                    i.namespace.clone(),
+                    i.name.clone(),
+                    i.outcome.into(),
+                    i.reason.clone(),
+                ]);
+            }
+        }
+        out.push_str(&items.render("  "));
+    }
+    for l in view.locations.iter().filter(|l| !l.errors.is_empty()) {
+        out.push_str(&format!("\nBAD OBJECTS IN {} (skipped)\n", l.name));
+        let mut errors = Table::new(&["OBJECT", "ERROR"]);
+        for e in &l.errors {
+            errors.row(vec![e.object.clone(), e.error.clone()]);
+        }
+        out.push_str(&errors.render("  "));
+    }
+    out
+}

@@ -1,0 +1,175 @@
+//! The `ferry coordinator` and `ferry status` binaries: certificates from `ferry certs`, an agent client in this
+//! process, `ferry status` as table and JSON, SIGTERM shutdown, and `--insecure-dev`.
+
+#[path = "federation_support/mod.rs"]
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+/// Starts `ferry coordinator` with `args` and returns it with the address it printed.
+async fn start_coordinator(bed: &Bed, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(FERRY)
+        .arg("coordinator")
+        .arg("--config")
+        .arg(bed.path().join("ferry.yaml"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("FERRY_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn ferry coordinator");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("coordinator starts in time")
+        .expect("read")
+        .expect("a line");
+    let addr = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+    (child, addr.to_string())
+}
+
+fn status(bed: &Bed, addr: &str, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(FERRY)
+        .arg("status")
+        .args(["--coordinator", &format!("https://{addr}")])
+        .arg("--tls-ca")
+        .arg(bed.pki("ca.pem"))
+        .arg("--tls-cert")
+        .arg(bed.pki("operator-admin.pem"))
+        .arg("--tls-key")
+        .arg(bed.pki("operator-admin-key.pem"))
+        .args(["--tls-server-name", "localhost"])
+        .args(extra)
+        .output()
+        .expect("run ferry status")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm() {
+    let bed = Bed::new();
+    let tls = ["--tls-ca", "pki/ca.pem", "--tls-cert", "pki/coordinator.pem", "--tls-key", "pki/coordinator-key.pem"];
+    let tls: Vec<String> = tls
+        .iter()
+        .map(|a| if a.starts_with("pki/") { bed.path().join(a).display().to_string() } else { a.to_string() })
+        .collect();
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let (mut child, addr) = start_coordinator(&bed, &tls).await;
+    let socket: std::net::SocketAddr = addr.parse().expect("addr");
+    let agent = agent(bed.agent_config(socket, "cluster-b"), &cluster_b_inventory());
+    let desired = wait_desired(&agent, |d| d.complete && !d.items.is_empty()).await;
+
+    let table = status(&bed, &addr, &[]);
+    assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    let table = String::from_utf8_lossy(&table.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.starts_with("CLUSTER") && header.contains("DESIRED") && header.contains("REFUSED"), "{table}");
+    let b_row = table.lines().find(|l| l.starts_with("cluster-b")).expect("cluster-b row");
+    assert!(b_row.contains("connected"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("cluster-c") && l.contains("disconnected")), "{table}");
+    assert!(table.contains("LOCATION") && table.lines().any(|l| l.starts_with("shared")), "{table}");
+
+    let json = status(&bed, &addr, &["--cluster", "cluster-b", "-o", "json"]);
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    let json: Value = serde_json::from_slice(&json.stdout).expect("status -o json is JSON");
+    assert_eq!(json["caller"], "operator/admin");
+    assert_eq!(json["clusters"][0]["cluster"], "cluster-b");
+    assert_eq!(json["clusters"][0]["state"], "connected");
+    assert_eq!(json["clusters"][0]["desiredVersion"], desired.version.as_str());
+    let items: usize = json["clusters"][0]["backups"]
+        .as_array()
+        .expect("per-backup detail")
+        .iter()
+        .map(|b| b["items"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(items, desired.items.len());
+    assert!(json["locations"][0]["errors"].as_array().is_some_and(|e| !e.is_empty()), "bad objects reported");
+
+    let yaml = status(&bed, &addr, &["-o", "yaml"]);
+    assert!(String::from_utf8_lossy(&yaml.stdout).contains("caller: operator/admin"));
+
+    // A wrong identity for the rpc: an agent certificate may not read status.
+    let denied = std::process::Command::new(FERRY)
+        .arg("status")
+        .args(["--coordinator", &format!("https://{addr}"), "--tls-server-name", "localhost"])
+        .arg("--tls-ca")
+        .arg(bed.pki("ca.pem"))
+        .arg("--tls-cert")
+        .arg(bed.pki("cluster-cluster-b.pem"))
+        .arg("--tls-key")
+        .arg(bed.pki("cluster-cluster-b-key.pem"))
+        .output()
+        .expect("run");
+    assert!(!denied.status.success());
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("PermissionDenied"));
+
+    // SIGTERM: streams end with a goodbye and the process exits promptly and cleanly.
+    let pid = child.id().expect("pid") as i32;
+    let started = Instant::now();
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let exit = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("exits in time").expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    let link = wait_link(&agent, |l| !l.connected).await;
+    assert!(link.last_error.unwrap_or_default().contains("shutting down"));
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_dev_warns_and_takes_identities_from_a_header() {
+    let bed = Bed::new();
+    let mut child = Command::new(FERRY)
+        .arg("coordinator")
+        .arg("--config")
+        .arg(bed.path().join("ferry.yaml"))
+        .args(["--listen", "127.0.0.1:0", "--insecure-dev"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line()).await.expect("starts").expect("read");
+    let addr = line.and_then(|l| l.strip_prefix("listening on ").map(str::to_string)).expect("address line");
+    let warning = tokio::time::timeout(Duration::from_secs(5), stderr.next_line()).await.expect("warns").expect("read");
+    assert!(warning.unwrap_or_default().contains("PLAINTEXT"), "a loud warning on start");
+
+    let socket: std::net::SocketAddr = addr.parse().expect("addr");
+    let mut config = bed.agent_config(socket, "cluster-b");
+    config.endpoint = format!("http://{addr}");
+    config.tls = None;
+    config.dev_identity = Some("cluster/cluster-b".into());
+    let agent = agent(config, &cluster_b_inventory());
+    wait_desired(&agent, |d| d.complete).await;
+
+    let out = std::process::Command::new(FERRY)
+        .args(["status", "--coordinator", &format!("http://{addr}"), "--insecure-dev", "-o", "json"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["caller"], "operator/dev");
+
+    // Without a claimed identity there is no caller at all.
+    let mut anonymous = bed.agent_config(socket, "cluster-b");
+    anonymous.endpoint = format!("http://{addr}");
+    anonymous.tls = None;
+    let anonymous = support::agent(anonymous, &[]);
+    let error = wait_link(&anonymous, |l| l.last_error.is_some()).await.last_error.unwrap_or_default();
+    assert!(error.contains("Unauthenticated"), "{error}");
+    anonymous.abort();
+    agent.abort();
+    let _ = child.kill().await;
+}
