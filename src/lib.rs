@@ -3,6 +3,7 @@
 //! Pure core: [`catalog`] (bucket bytes → typed backups), [`resolve`] (ownership and namespace mapping),
 //! [`plan`] (the desired objects per cluster). IO at the edges: [`bucket`] (object stores).
 
+pub mod agent;
 pub mod allocator;
 pub mod bucket;
 pub mod catalog;
@@ -13,3 +14,4 @@ pub mod grpc;
 pub mod model;
 pub mod plan;
 pub mod resolve;
+pub mod restore;

@@ -68,7 +68,7 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
 }
 
 /// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).
-async fn shutdown_signal() -> anyhow::Result<()> {
+pub async fn shutdown_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;

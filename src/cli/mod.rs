@@ -1,5 +1,6 @@
 //! The `ferry` command line.
 
+pub mod agent;
 pub mod certs;
 pub mod coordinator;
 pub mod fixture;
@@ -7,6 +8,7 @@ pub mod inventory_files;
 pub mod operator_client;
 pub mod output;
 pub mod plan;
+pub mod restore;
 pub mod status;
 pub mod table;
 
@@ -33,10 +35,14 @@ pub enum LogFormat {
 pub enum Command {
     /// Show what each cluster would get from the buckets (offline: recorded inventories, no cluster needed).
     Plan(plan::PlanArgs),
+    /// Run a cluster's agent: publish its inventory, apply what the coordinator sends.
+    Agent(agent::AgentArgs),
     /// Run the coordinator: read the buckets, serve agents their desired sets, answer operators.
     Coordinator(coordinator::CoordinatorArgs),
     /// Ask a running coordinator what it knows: clusters, locations, and per-backup detail with --cluster.
     Status(status::StatusArgs),
+    /// Restore a backup into its mapped namespace with a Velero Restore (what NAC's NonAdminRestore cannot do).
+    Restore(restore::RestoreArgs),
     /// Make a demo/test PKI: a CA, the coordinator's certificate, agent and operator certificates.
     Certs(certs::CertsArgs),
     /// Test fixtures (for tests, demos and benchmarks).
@@ -49,6 +55,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plan(args) => plan::run(args).await,
         Command::Certs(args) => certs::run(args),
         Command::Coordinator(args) => coordinator::run(args).await,
+        Command::Agent(args) => agent::run(args).await,
+        Command::Restore(args) => restore::run(args).await,
         Command::Status(args) => status::run(args).await,
         Command::Fixture(command) => fixture::run(command).await,
     }

@@ -52,6 +52,8 @@ pub struct ClusterConfig {
     pub velero_namespace: String,
     /// `ferry plan` only: a `kubectl get -o json` file, or a folder of them.
     pub inventory: Option<PathBuf>,
+    /// `ferry restore` (and the demo): an admin kubeconfig of this cluster.
+    pub kubeconfig: Option<PathBuf>,
     /// Location name → the BSL on this cluster that reads it.
     #[serde(default)]
     pub storage_locations: BTreeMap<String, String>,

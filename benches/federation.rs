@@ -1,0 +1,234 @@
+//! Federation benchmark (not a timed test): one `ferry coordinator` process and N concurrent agent streams
+//! from this process over loopback with mTLS (one connection and certificate per agent), each publishing a
+//! snapshot of ~1k objects. Measures the time until every agent's snapshot is accepted and planned (its first
+//! DesiredSet arrived), p50/p99 of DesiredSet delivery after a backup lands in the bucket, and the
+//! coordinator's peak RSS and CPU time. Run with `e2e/bench-federation` (agents from `FERRY_BENCH_AGENTS`,
+//! default 1000); `cargo test --all-targets` runs a smoke version with a few agents.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use ferry::fixture::{self, FixtureSpec};
+use ferry::grpc::agent_client::{AgentClient, AgentConfig};
+use ferry::grpc::backoff::Backoff;
+use ferry::grpc::certs::{self, CertsSpec, Validity};
+use ferry::grpc::convert::{inventory_item, watched_types};
+use ferry::grpc::proto::{InventoryItem, ResourceType};
+use ferry::grpc::tls::{TlsFiles, client_tls_config};
+use ferry::model::BackupPhase;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+const TD: &str = "ferry.local";
+/// Objects per agent snapshot.
+const OBJECTS: usize = 1000;
+/// Backups in the bucket.
+const BUCKET_BACKUPS: usize = 100;
+/// Catalog changes measured (each is delivered to every agent).
+const CHANGES: usize = 3;
+const REFRESH: Duration = Duration::from_millis(250);
+
+fn main() -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(bench())
+}
+
+/// The inventory of one cluster: its BSL on the shared bucket, namespaces and Backups (1k objects in all).
+fn inventory() -> Vec<(ResourceType, Vec<InventoryItem>)> {
+    let mut by_kind: Vec<(ResourceType, Vec<InventoryItem>)> =
+        watched_types().into_iter().map(|t| (t, Vec::new())).collect();
+    let mut push = |kind: &str, value: serde_json::Value| {
+        let slot = by_kind.iter_mut().find(|(t, _)| t.kind == kind).map(|(_, items)| items);
+        if let Some(items) = slot {
+            items.push(inventory_item(kind, &value));
+        }
+    };
+    let spec = FixtureSpec::default();
+    push(
+        "BackupStorageLocation",
+        json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+               "metadata": {"name": "default", "namespace": "velero", "uid": "bsl-uid"},
+               "spec": {"provider": "aws", "objectStorage": {"bucket": "bench", "prefix": spec.prefix}},
+               "status": {"phase": "Available"}}),
+    );
+    for i in 0..OBJECTS / 2 {
+        push("Namespace", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("team-{i}")}}));
+    }
+    for i in 0..OBJECTS - 1 - OBJECTS / 2 {
+        let mut backup = fixture::admin_backup_json(&format!("local-{i}"), BackupPhase::Completed, "default");
+        backup["metadata"]["namespace"] = json!("velero");
+        backup["metadata"]["uid"] = json!(format!("uid-{i}"));
+        push("Backup", backup);
+    }
+    by_kind
+}
+
+fn proc_field(pid: u32, file: &str, key: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// User + system CPU seconds of a process.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11..13).map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks / hz
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn bench() -> anyhow::Result<()> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let agents: usize =
+        if smoke { 4 } else { std::env::var("FERRY_BENCH_AGENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000) };
+    let work = tempfile::tempdir()?;
+    let dir = work.path();
+    let clusters: Vec<String> = (0..agents).map(|i| format!("agent-{i:04}")).collect();
+    eprintln!("== PKI for {agents} agents");
+    certs::write_all(&CertsSpec {
+        out: dir.join("pki"),
+        trust_domain: TD.into(),
+        clusters: clusters.clone(),
+        operators: vec![],
+        coordinator_sans: vec![],
+        validity: Validity::days_from_now(1),
+    })?;
+    eprintln!("== bucket with {BUCKET_BACKUPS} backups");
+    let spec =
+        FixtureSpec { backups: BUCKET_BACKUPS, tarballs: false, resource_lists: false, ..FixtureSpec::default() };
+    let bucket_dir = dir.join("bucket");
+    let store = ferry::bucket::open(&ferry::bucket::StoreConfig {
+        url: format!("file://{}", bucket_dir.display()),
+        ..Default::default()
+    })?;
+    fixture::write(&store, &spec, 32).await?;
+    let mut config = format!(
+        "locations:\n  - name: shared\n    url: file://{}\n    bucket: bench\n    prefix: {}\n    sourceCluster: source\n\
+         coordinator:\n  listen: 127.0.0.1:0\n  catalogRefreshInterval: {}ms\n  tls: {{ca: pki/ca.pem, cert: pki/coordinator.pem, key: pki/coordinator-key.pem}}\n\
+         clusters:\n",
+        bucket_dir.display(),
+        spec.prefix,
+        REFRESH.as_millis()
+    );
+    for c in &clusters {
+        config.push_str(&format!("  - name: {c}\n"));
+    }
+    std::fs::write(dir.join("ferry.yaml"), config)?;
+
+    let mut child = tokio::process::Command::new(FERRY)
+        .args(["coordinator", "--config"])
+        .arg(dir.join("ferry.yaml"))
+        .env("FERRY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id().unwrap_or(0);
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = lines.next_line().await?.unwrap_or_default();
+    let addr = line.strip_prefix("listening on ").unwrap_or_default().to_string();
+    let idle_rss_kb = proc_field(pid, "status", "VmRSS:");
+
+    let inventory = inventory();
+    let objects: usize = inventory.iter().map(|(_, i)| i.len()).sum();
+    eprintln!("== {agents} agents × {objects} objects");
+    let cpu_before = cpu_seconds(pid);
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for c in &clusters {
+        let files = TlsFiles {
+            ca: dir.join("pki/ca.pem"),
+            cert: dir.join(format!("pki/cluster-{c}.pem")),
+            key: dir.join(format!("pki/cluster-{c}-key.pem")),
+        };
+        let mut agent =
+            AgentConfig::new(format!("https://{addr}"), Some(client_tls_config(&files, Some("localhost"))?));
+        agent.backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        agent.connect_timeout = Duration::from_secs(30);
+        clients.push(AgentClient::spawn(agent, inventory.clone()));
+    }
+    let mut first = Vec::new();
+    for client in &clients {
+        let mut rx = client.desired();
+        tokio::time::timeout(Duration::from_secs(600), rx.wait_for(|d| d.as_ref().is_some_and(|d| d.complete)))
+            .await??;
+        first.push(rx.borrow().as_ref().map(|d| d.version.clone()).unwrap_or_default());
+    }
+    let accept_all = started.elapsed();
+    let cpu_accept = cpu_seconds(pid) - cpu_before;
+    let rss_connected_kb = proc_field(pid, "status", "VmRSS:");
+    let reconnects: u64 = clients.iter().map(|c| c.link().borrow().connects.saturating_sub(1)).sum();
+    eprintln!("   all snapshots accepted and planned in {:.2} s ({reconnects} reconnects)", accept_all.as_secs_f64());
+
+    let mut latencies = Vec::new();
+    let cpu_before = cpu_seconds(pid);
+    for change in 0..CHANGES {
+        let name = format!("landed-{change}");
+        let mut waiters = Vec::new();
+        for client in &clients {
+            let mut rx = client.desired();
+            let name = name.clone();
+            waiters.push(tokio::spawn(async move {
+                let _ = rx.wait_for(|d| d.as_ref().is_some_and(|d| d.items.iter().any(|i| i.backup == name))).await;
+                Instant::now()
+            }));
+        }
+        let mut backup = fixture::admin_backup_json(&name, BackupPhase::Completed, "default");
+        backup["metadata"]["namespace"] = json!("velero");
+        let folder = bucket_dir.join(&spec.prefix).join("backups").join(&name);
+        std::fs::create_dir_all(&folder)?;
+        let landed = Instant::now();
+        std::fs::write(folder.join("velero-backup.json"), serde_json::to_vec(&backup)?)?;
+        for waiter in waiters {
+            let at = tokio::time::timeout(Duration::from_secs(120), waiter).await??;
+            latencies.push(at.duration_since(landed));
+        }
+        eprintln!("   change {change}: delivered to all {agents} agents");
+    }
+    let cpu_changes = cpu_seconds(pid) - cpu_before;
+    latencies.sort();
+    let peak_rss_kb = proc_field(pid, "status", "VmHWM:");
+
+    println!();
+    println!(
+        "| agents | objects/agent | accept all snapshots (s) | reconnects | delivery p50 (ms) | delivery p99 (ms) | delivery max (ms) | coordinator RSS idle / connected / peak (MB) | coordinator CPU: accept / {CHANGES} changes (s) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    println!(
+        "| {agents} | {objects} | {:.2} | {reconnects} | {} | {} | {} | {:.0} / {:.0} / {:.0} | {:.1} / {:.1} |",
+        accept_all.as_secs_f64(),
+        percentile(&latencies, 0.5).as_millis(),
+        percentile(&latencies, 0.99).as_millis(),
+        latencies.last().copied().unwrap_or_default().as_millis(),
+        idle_rss_kb as f64 / 1024.0,
+        rss_connected_kb as f64 / 1024.0,
+        peak_rss_kb as f64 / 1024.0,
+        cpu_accept,
+        cpu_changes,
+    );
+    println!(
+        "\nDelivery latency is from the write of velero-backup.json to the agent holding the new set; it includes \
+         the catalog refresh interval ({} ms) and the debounce (200 ms).",
+        REFRESH.as_millis()
+    );
+    for client in clients {
+        client.abort();
+    }
+    let _ = child.kill().await;
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! The agent's cluster, through kube-rs: the kinds ferry touches as `DynamicObject`s (their CRDs belong to
+//! Velero and OADP, so no typed structs are needed), objects created with field manager `ferry`, ferry's own
+//! objects re-applied with server-side apply, and events.k8s.io Events recorded about them.
+
+use k8s_openapi::api::core::v1::ObjectReference as KubeObjectRef;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use serde_json::Value;
+
+use super::reconcile::{ApiError, ClusterApi};
+use crate::grpc::proto::ObjectRef;
+
+/// The field manager of everything ferry writes.
+pub const FIELD_MANAGER: &str = "ferry";
+
+/// The plural resource name of a kind ferry reads or writes.
+pub fn plural(kind: &str) -> String {
+    match kind {
+        "Namespace" => "namespaces".into(),
+        other => format!("{}s", other.to_ascii_lowercase()),
+    }
+}
+
+pub fn api_resource(group: &str, version: &str, kind: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural(kind))
+}
+
+pub struct KubeApi {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl KubeApi {
+    pub fn new(client: Client) -> Self {
+        let reporter = Reporter { controller: "ferry-agent".into(), instance: std::env::var("POD_NAME").ok() };
+        Self { recorder: Recorder::new(client.clone(), reporter), client }
+    }
+
+    fn api(&self, r: &ObjectRef) -> Api<DynamicObject> {
+        let resource = api_resource(&r.group, &r.version, &r.kind);
+        if r.namespace.is_empty() {
+            Api::all_with(self.client.clone(), &resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &r.namespace, &resource)
+        }
+    }
+}
+
+fn api_error(e: kube::Error) -> ApiError {
+    match &e {
+        kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists" => ApiError::AlreadyExists,
+        kube::Error::Api(status) => ApiError::Other(format!("{} ({}): {}", status.reason, status.code, status.message)),
+        _ => ApiError::Other(e.to_string()),
+    }
+}
+
+fn to_value(object: DynamicObject) -> Result<Value, ApiError> {
+    serde_json::to_value(object).map_err(|e| ApiError::Other(e.to_string()))
+}
+
+#[async_trait::async_trait]
+impl ClusterApi for KubeApi {
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
+        match self.api(r).get_opt(&r.name).await.map_err(api_error)? {
+            Some(object) => Ok(Some(to_value(object)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+        let object: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| ApiError::Other(e.to_string()))?;
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        to_value(self.api(r).create(&params, &object).await.map_err(api_error)?)
+    }
+
+    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+        let params = PatchParams::apply(FIELD_MANAGER);
+        to_value(self.api(r).patch(&r.name, &params, &Patch::Apply(object)).await.map_err(api_error)?)
+    }
+
+    async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool) {
+        let api_version =
+            if about.group.is_empty() { about.version.clone() } else { format!("{}/{}", about.group, about.version) };
+        let reference = KubeObjectRef {
+            api_version: Some(api_version),
+            kind: Some(about.kind.clone()),
+            name: Some(about.name.clone()),
+            // An object that does not exist (a refused backup) is still named; its Event lives in the same
+            // namespace (or `default` for cluster-scoped objects, as kubectl does).
+            namespace: Some(if about.namespace.is_empty() { "default".into() } else { about.namespace.clone() }),
+            uid: uid.map(str::to_string),
+            ..Default::default()
+        };
+        // Event notes are limited to 1 kB.
+        let note: String = note.chars().take(1000).collect();
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(note),
+            action: "Materialize".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, %reason, object = %about.name, "could not record an Event");
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! One pass of applying a DesiredSet to the cluster: in dependency order, each item is created if absent,
+//! re-applied if it is ferry's (never for NABs: create-only, NAC rewrites their spec), reported as a conflict if
+//! an object of that name is not ferry's, or held while what it waits for is missing. The cluster is behind the
+//! [`ClusterApi`] trait so this logic reads the same against the real API server (`kube_api.rs`, e2e tests)
+//! and in unit tests.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::order::apply_order;
+use crate::coordinator::cluster::ObjectKey;
+use crate::grpc::proto::{ApplyOutcome, DesiredAction, DesiredItem, DesiredSet, ItemResult, ObjectRef};
+use crate::model::labels;
+
+/// An API server error, reduced to what the agent decides on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("already exists")]
+    AlreadyExists,
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What the agent needs from a cluster.
+#[async_trait::async_trait]
+pub trait ClusterApi: Send + Sync {
+    /// The object, or `None` if it does not exist.
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError>;
+    /// Creates an absent object (fails with `AlreadyExists` if someone else created it meanwhile).
+    async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
+    /// Server-side apply with field manager `ferry`, for objects ferry created.
+    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
+    /// Records a Kubernetes Event about an object (best effort).
+    async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool);
+}
+
+/// What the agent remembers between passes: which Events it already recorded, so a held or refused item
+/// does not produce one Event per retry.
+#[derive(Debug, Default)]
+pub struct Memory {
+    events: HashSet<(String, ObjectKey, String)>,
+}
+
+impl Memory {
+    fn first_time(&mut self, version: &str, r: &ObjectRef, reason: &str) -> bool {
+        self.events.insert((version.to_string(), ObjectKey::of_ref(r), reason.to_string()))
+    }
+
+    /// Forgets Events of other versions (bounded memory).
+    fn keep_only(&mut self, version: &str) {
+        self.events.retain(|(v, _, _)| v == version);
+    }
+}
+
+/// Applies `set` once. Returns one result per item it acted on (REFUSE and CONFLICT items of the plan are
+/// not applied and get no result: the coordinator already knows them).
+pub async fn reconcile(api: &dyn ClusterApi, set: &DesiredSet, memory: &mut Memory) -> Vec<ItemResult> {
+    memory.keep_only(&set.version);
+    let mut live: HashMap<ObjectKey, Value> = HashMap::new();
+    let mut results = Vec::new();
+    for index in apply_order(&set.items) {
+        let item = &set.items[index];
+        let Some(r) = item.r#ref.clone() else { continue };
+        let action = DesiredAction::try_from(item.action).unwrap_or(DesiredAction::Unspecified);
+        match action {
+            DesiredAction::Create | DesiredAction::Wait => {
+                let (outcome, message) = apply_item(api, set, item, &r, &mut live, memory).await;
+                results.push(ItemResult { r#ref: Some(r), outcome: outcome as i32, message });
+            }
+            DesiredAction::Refuse | DesiredAction::Conflict => {
+                let reason = if action == DesiredAction::Refuse { "FerryRefused" } else { "FerryConflict" };
+                if memory.first_time(&set.version, &r, reason) {
+                    let note = format!("backup {}: {}", item.backup, item.reason);
+                    api.event(&r, None, reason, &note, true).await;
+                }
+            }
+            DesiredAction::Unspecified => {}
+        }
+    }
+    results
+}
+
+async fn apply_item(
+    api: &dyn ClusterApi,
+    set: &DesiredSet,
+    item: &DesiredItem,
+    r: &ObjectRef,
+    live: &mut HashMap<ObjectKey, Value>,
+    memory: &mut Memory,
+) -> (ApplyOutcome, String) {
+    // Prerequisites first: everything it waits for must exist (the Backup must have a UID).
+    let mut backup_uid = None;
+    for prerequisite in &item.waits_for {
+        let key = ObjectKey::of_ref(prerequisite);
+        let found = match live.get(&key) {
+            Some(v) => Some(v.clone()),
+            None => match api.get(prerequisite).await {
+                Ok(found) => found,
+                Err(e) => return (ApplyOutcome::Failed, format!("reading {}: {e}", describe(prerequisite))),
+            },
+        };
+        let Some(found) = found else {
+            return (ApplyOutcome::Held, format!("waits for {}", describe(prerequisite)));
+        };
+        if prerequisite.kind == "Backup" {
+            backup_uid = found.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+        }
+        live.insert(key, found);
+    }
+    if item.raw_json.is_empty() {
+        let why =
+            if item.waits_for_condition.is_empty() { item.reason.clone() } else { item.waits_for_condition.clone() };
+        return (ApplyOutcome::Held, format!("nothing to apply yet: {why}"));
+    }
+    let mut object: Value = match serde_json::from_slice(&item.raw_json) {
+        Ok(object) => object,
+        Err(e) => return (ApplyOutcome::Failed, format!("the coordinator sent invalid JSON: {e}")),
+    };
+    if let Some(uid) = &backup_uid
+        && r.kind == "PodVolumeBackup"
+    {
+        fill_backup_uid(&mut object, uid);
+    }
+
+    let existing = match api.get(r).await {
+        Ok(existing) => existing,
+        Err(e) => return (ApplyOutcome::Failed, format!("reading {}: {e}", describe(r))),
+    };
+    let outcome = match existing {
+        Some(existing) => update_existing(api, set, r, &object, existing, live, memory).await,
+        None => match api.create(r, &object).await {
+            Ok(created) => {
+                let uid = created.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+                let note = format!("created by ferry from backup {} ({})", item.backup, source_of(&object));
+                api.event(r, uid.as_deref(), "FerryCreated", &note, false).await;
+                if let Some(hint) = annotation(&object, labels::FERRY_RESTORE_HINT) {
+                    api.event(r, uid.as_deref(), "FerryNamespaceMapped", &hint, true).await;
+                }
+                live.insert(ObjectKey::of_ref(r), created);
+                (ApplyOutcome::Applied, String::new())
+            }
+            // Someone (Velero's or NAC's own sync) created it between our read and our create.
+            Err(ApiError::AlreadyExists) => match api.get(r).await {
+                Ok(Some(existing)) => update_existing(api, set, r, &object, existing, live, memory).await,
+                Ok(None) => (ApplyOutcome::Failed, "created concurrently and deleted again; will retry".into()),
+                Err(e) => (ApplyOutcome::Failed, format!("reading {}: {e}", describe(r))),
+            },
+            Err(e) => (ApplyOutcome::Failed, e.to_string()),
+        },
+    };
+    if outcome.0 == ApplyOutcome::Failed && memory.first_time(&set.version, r, "FerryApplyFailed") {
+        api.event(r, None, "FerryApplyFailed", &outcome.1, true).await;
+    }
+    outcome
+}
+
+async fn update_existing(
+    api: &dyn ClusterApi,
+    set: &DesiredSet,
+    r: &ObjectRef,
+    desired: &Value,
+    existing: Value,
+    live: &mut HashMap<ObjectKey, Value>,
+    memory: &mut Memory,
+) -> (ApplyOutcome, String) {
+    let uid = existing.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+    if !is_ferrys(&existing) {
+        let note = format!(
+            "{} exists and is not ferry's (no {}={} label); left untouched",
+            describe(r),
+            labels::FERRY_MANAGED_BY,
+            labels::FERRY_MANAGED_BY_VALUE
+        );
+        if memory.first_time(&set.version, r, "FerryConflict") {
+            api.event(r, uid.as_deref(), "FerryConflict", &note, true).await;
+        }
+        live.insert(ObjectKey::of_ref(r), existing);
+        return (ApplyOutcome::Conflict, note);
+    }
+    // NAC rewrites a synced NAB's spec with defaults; re-applying ours would fight it forever.
+    if r.kind == "NonAdminBackup" {
+        live.insert(ObjectKey::of_ref(r), existing);
+        return (ApplyOutcome::Applied, String::new());
+    }
+    match api.apply(r, desired).await {
+        Ok(applied) => {
+            live.insert(ObjectKey::of_ref(r), applied);
+            (ApplyOutcome::Applied, String::new())
+        }
+        Err(e) => (ApplyOutcome::Failed, e.to_string()),
+    }
+}
+
+/// Points a PVB template at the target's Backup: the ownerReference's UID and `velero.io/backup-uid`.
+pub fn fill_backup_uid(pvb: &mut Value, uid: &str) {
+    if let Some(Value::Array(refs)) = pvb.pointer_mut("/metadata/ownerReferences") {
+        for r in refs.iter_mut().filter(|r| r.get("kind").and_then(Value::as_str) == Some("Backup")) {
+            r["uid"] = Value::String(uid.to_string());
+        }
+    }
+    if let Some(Value::Object(labels_map)) = pvb.pointer_mut("/metadata/labels")
+        && labels_map.contains_key(labels::VELERO_BACKUP_UID)
+    {
+        labels_map.insert(labels::VELERO_BACKUP_UID.to_string(), Value::String(uid.to_string()));
+    }
+}
+
+pub fn is_ferrys(object: &Value) -> bool {
+    object.pointer("/metadata/labels").and_then(|l| l.get(labels::FERRY_MANAGED_BY)).and_then(Value::as_str)
+        == Some(labels::FERRY_MANAGED_BY_VALUE)
+}
+
+fn annotation(object: &Value, key: &str) -> Option<String> {
+    object.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str).map(str::to_string)
+}
+
+fn source_of(object: &Value) -> String {
+    let cluster = annotation(object, labels::FERRY_SOURCE_CLUSTER)
+        .or_else(|| {
+            object
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(labels::FERRY_SOURCE_CLUSTER))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "?".into());
+    format!("source cluster {cluster}")
+}
+
+pub fn describe(r: &ObjectRef) -> String {
+    if r.namespace.is_empty() {
+        format!("{} {}", r.kind, r.name)
+    } else {
+        format!("{} {}/{}", r.kind, r.namespace, r.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::convert::object_ref;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// An in-memory cluster, for the decision logic only; the e2e tests run the same code against real
+    /// API servers.
+    #[derive(Default)]
+    struct Memo {
+        objects: Mutex<HashMap<ObjectKey, Value>>,
+        events: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ClusterApi for Memo {
+        async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
+            Ok(self.objects.lock().unwrap().get(&ObjectKey::of_ref(r)).cloned())
+        }
+        async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+            let mut objects = self.objects.lock().unwrap();
+            if objects.contains_key(&ObjectKey::of_ref(r)) {
+                return Err(ApiError::AlreadyExists);
+            }
+            let mut created = object.clone();
+            created["metadata"]["uid"] = json!(format!("uid-{}", r.name));
+            objects.insert(ObjectKey::of_ref(r), created.clone());
+            Ok(created)
+        }
+        async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+            self.objects.lock().unwrap().insert(ObjectKey::of_ref(r), object.clone());
+            Ok(object.clone())
+        }
+        async fn event(&self, about: &ObjectRef, _: Option<&str>, reason: &str, _: &str, _: bool) {
+            self.events.lock().unwrap().push(format!("{reason} {}", about.name));
+        }
+    }
+
+    fn ours(kind: &str, name: &str) -> Value {
+        json!({"kind": kind, "metadata": {"name": name, "namespace": "velero",
+               "labels": {labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE, labels::VELERO_BACKUP_UID: ""},
+               "ownerReferences": [{"apiVersion": "velero.io/v1", "kind": "Backup", "name": "b", "uid": ""}]}})
+    }
+
+    fn item(
+        action: DesiredAction,
+        kind: &str,
+        name: &str,
+        waits: &[(&str, &str)],
+        object: Option<Value>,
+    ) -> DesiredItem {
+        DesiredItem {
+            action: action as i32,
+            r#ref: Some(object_ref(kind, "velero", name)),
+            backup: "b".into(),
+            waits_for: waits.iter().map(|(k, n)| object_ref(k, "velero", n)).collect(),
+            raw_json: object.map(|o| serde_json::to_vec(&o).unwrap()).unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn one_pass_creates_the_backup_then_its_pvbs_with_its_uid() {
+        let api = Memo::default();
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![
+                item(
+                    DesiredAction::Wait,
+                    "PodVolumeBackup",
+                    "p1",
+                    &[("Backup", "b")],
+                    Some(ours("PodVolumeBackup", "p1")),
+                ),
+                item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b"))),
+            ],
+            complete: true,
+        };
+        let results = reconcile(&api, &set, &mut Memory::default()).await;
+        assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
+        let pvb = api.get(&object_ref("PodVolumeBackup", "velero", "p1")).await.unwrap().unwrap();
+        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], "uid-b");
+        assert_eq!(pvb["metadata"]["labels"][labels::VELERO_BACKUP_UID], "uid-b");
+    }
+
+    #[tokio::test]
+    async fn missing_prerequisites_hold_and_foreign_objects_conflict() {
+        let api = Memo::default();
+        let foreign = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "velero"}});
+        api.objects
+            .lock()
+            .unwrap()
+            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "velero", "n")), foreign.clone());
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![
+                item(
+                    DesiredAction::Wait,
+                    "PodVolumeBackup",
+                    "p1",
+                    &[("Backup", "absent")],
+                    Some(ours("PodVolumeBackup", "p1")),
+                ),
+                item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n"))),
+                item(DesiredAction::Refuse, "Backup", "tampered", &[], None),
+            ],
+            complete: true,
+        };
+        let mut memory = Memory::default();
+        let results = reconcile(&api, &set, &mut memory).await;
+        let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).map(|r| r.outcome);
+        assert_eq!(outcome("p1"), Some(ApplyOutcome::Held as i32));
+        assert_eq!(outcome("n"), Some(ApplyOutcome::Conflict as i32));
+        assert_eq!(outcome("tampered"), None, "refusals are not applied");
+        let stored = api.get(&object_ref("NonAdminBackup", "velero", "n")).await.unwrap().unwrap();
+        assert_eq!(stored, foreign, "the foreign object is untouched");
+        // A second pass records no second Event for the same things.
+        reconcile(&api, &set, &mut memory).await;
+        let events = api.events.lock().unwrap().clone();
+        assert_eq!(events, ["FerryConflict n", "FerryRefused tampered"], "{events:?}");
+    }
+
+    #[tokio::test]
+    async fn our_nabs_are_never_reapplied() {
+        let api = Memo::default();
+        let mut rewritten = ours("NonAdminBackup", "n");
+        rewritten["spec"] = json!({"backupSpec": {"defaulted": true}});
+        api.objects
+            .lock()
+            .unwrap()
+            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "velero", "n")), rewritten.clone());
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n")))],
+            complete: true,
+        };
+        let results = reconcile(&api, &set, &mut Memory::default()).await;
+        assert_eq!(results[0].outcome, ApplyOutcome::Applied as i32);
+        assert_eq!(api.get(&object_ref("NonAdminBackup", "velero", "n")).await.unwrap().unwrap(), rewritten);
+    }
+}

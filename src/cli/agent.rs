@@ -1,0 +1,101 @@
+//! `ferry agent`: publishes this cluster's inventory to the coordinator and applies what it sends, until
+//! SIGTERM/SIGINT.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use ferry::agent::{self, AgentOptions};
+use ferry::grpc::agent_client::AgentConfig;
+use ferry::grpc::tls::{TlsFiles, client_tls_config};
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The coordinator's address.
+    #[arg(long, env = "FERRY_COORDINATOR")]
+    pub coordinator: String,
+    /// The CA that issued the coordinator's certificate.
+    #[arg(long, env = "FERRY_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// This cluster's agent certificate (URI SAN spiffe://<trust-domain>/cluster/<name>): it says which cluster
+    /// this agent speaks for.
+    #[arg(long, env = "FERRY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, env = "FERRY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// The name to check the coordinator's certificate against, if not the host in --coordinator.
+    #[arg(long, env = "FERRY_TLS_SERVER_NAME")]
+    pub tls_server_name: Option<String>,
+    /// Plaintext, for a coordinator started with --insecure-dev: claim this identity (`cluster/<name>`).
+    #[arg(long, value_name = "IDENTITY")]
+    pub insecure_dev: Option<String>,
+    /// kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "FERRY_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where Velero runs on this cluster.
+    #[arg(long, env = "FERRY_VELERO_NAMESPACE", default_value = "velero")]
+    pub velero_namespace: String,
+    /// Heartbeat interval (must match the coordinator's heartbeatInterval).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Duration,
+    /// How often held or failed items are retried.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_interval: Duration,
+}
+
+pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    let kube = kube_client(args.kubeconfig.as_deref()).await?;
+    let mut transport = match &args.insecure_dev {
+        Some(identity) => {
+            tracing::warn!(
+                "--insecure-dev: gRPC is PLAINTEXT and the identity is claimed, not proven; local demos only"
+            );
+            let mut config = AgentConfig::new(args.coordinator.clone(), None);
+            config.dev_identity = Some(identity.clone());
+            config
+        }
+        None => {
+            let need = |p: &Option<PathBuf>, flag: &str| {
+                p.clone().with_context(|| format!("{flag} is required (or --insecure-dev for a local demo)"))
+            };
+            let files = TlsFiles {
+                ca: need(&args.tls_ca, "--tls-ca")?,
+                cert: need(&args.tls_cert, "--tls-cert")?,
+                key: need(&args.tls_key, "--tls-key")?,
+            };
+            let tls = client_tls_config(&files, args.tls_server_name.as_deref())?;
+            AgentConfig::new(args.coordinator.clone(), Some(tls))
+        }
+    };
+    transport.heartbeat_interval = args.heartbeat_interval;
+    let options = AgentOptions {
+        kube,
+        velero_namespace: args.velero_namespace.clone(),
+        transport,
+        retry_interval: args.retry_interval,
+    };
+    agent::run(options, async {
+        if let Err(e) = super::coordinator::shutdown_signal().await {
+            tracing::error!(error = %e, "signal handler");
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("shutting down");
+    })
+    .await;
+    Ok(())
+}
+
+/// A kube client from an explicit kubeconfig, or inferred (KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await.context("no kubeconfig and not in a cluster")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}

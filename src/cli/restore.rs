@@ -1,0 +1,111 @@
+//! `ferry restore <backup> --cluster T [--wait]`: a Velero Restore with the namespace mapping from the config,
+//! for tenant backups that NAC's NonAdminRestore cannot restore into a mapped namespace.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::Value;
+
+use ferry::agent::kube_api::{FIELD_MANAGER, api_resource};
+use ferry::config::LoadedConfig;
+use ferry::restore::{RestorePlan, is_terminal_phase, plan_restore};
+use kube::api::{Api, DynamicObject, PostParams};
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The backup's name (as in the bucket and in the Backup CR on the target cluster).
+    pub backup: String,
+    /// The target cluster (as named in the config).
+    #[arg(long)]
+    pub cluster: String,
+    #[arg(long, short = 'c', env = "FERRY_CONFIG")]
+    pub config: PathBuf,
+    /// Admin kubeconfig of the target cluster (default: clusters[].kubeconfig in the config, then KUBECONFIG).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Name of the Restore (default: <backup>-ferry-<unix time>).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Wait until the Restore reaches a terminal phase, printing its progress.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this long.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
+    let config = LoadedConfig::load(&args.config)?;
+    let cluster = config
+        .config
+        .clusters
+        .iter()
+        .find(|c| c.name == args.cluster)
+        .with_context(|| format!("cluster {:?} is not in the config", args.cluster))?;
+    let kubeconfig = args.kubeconfig.clone().or_else(|| cluster.kubeconfig.as_ref().map(|p| config.resolve_path(p)));
+    let client = super::agent::kube_client(kubeconfig.as_deref()).await?;
+    let backups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &cluster.velero_namespace, &api_resource("velero.io", "v1", "Backup"));
+    let backup = backups
+        .get_opt(&args.backup)
+        .await?
+        .with_context(|| format!("no Backup {}/{} on {}", cluster.velero_namespace, args.backup, args.cluster))?;
+    let backup = serde_json::to_value(backup)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let name = args.name.clone().unwrap_or_else(|| format!("{}-ferry-{now}", args.backup));
+    let (restore, from, to) = match plan_restore(&backup, &args.cluster, &config.mappings, &name)? {
+        RestorePlan::Identity { namespace } => {
+            println!(
+                "Backup {} is not mapped on {} (namespace {namespace} on both clusters): a NonAdminRestore in {namespace} \
+                 restores it as usual; no Restore created.",
+                args.backup, args.cluster
+            );
+            return Ok(());
+        }
+        RestorePlan::Create { restore, from, to } => (restore, from, to),
+    };
+    let restores: Api<DynamicObject> =
+        Api::namespaced_with(client, &cluster.velero_namespace, &api_resource("velero.io", "v1", "Restore"));
+    let object: DynamicObject = serde_json::from_value(restore)?;
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    restores.create(&params, &object).await.with_context(|| format!("creating Restore {name}"))?;
+    println!(
+        "Restore {}/{name} created: backup {} with namespace mapping {from} → {to}",
+        cluster.velero_namespace, args.backup
+    );
+    if !args.wait {
+        return Ok(());
+    }
+    let deadline = tokio::time::Instant::now() + args.timeout;
+    let mut last = String::new();
+    loop {
+        let current = serde_json::to_value(restores.get(&name).await?)?;
+        let text = |p: &str| current.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let count = |p: &str| current.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        let phase = text("/status/phase");
+        let line = format!(
+            "phase {}  items {}/{}  warnings {}  errors {}",
+            if phase.is_empty() { "New" } else { &phase },
+            count("/status/progress/itemsRestored"),
+            count("/status/progress/totalItems"),
+            count("/status/warnings"),
+            count("/status/errors")
+        );
+        if line != last {
+            println!("{line}");
+            last = line;
+        }
+        if is_terminal_phase(&phase) {
+            if phase == "Completed" {
+                return Ok(());
+            }
+            bail!("Restore {name} ended in phase {phase}");
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("Restore {name} not finished after {}", humantime::format_duration(args.timeout));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
