@@ -4,6 +4,7 @@
 //!
 //! [`watch`] feeds the inventory, [`reconcile`] applies a set through [`kube_api`], [`order`] orders it.
 
+pub mod index;
 pub mod kube_api;
 pub mod order;
 pub mod reconcile;
@@ -43,6 +44,10 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
     };
     let Some(initial) = initial else { return };
     tracing::info!(objects = initial.iter().map(|(_, i)| i.len()).sum::<usize>(), "inventory listed; connecting");
+    let mut index = index::Index::new(&options.velero_namespace);
+    for (resource, items) in &initial {
+        index.apply(&Update::Snapshot(resource.clone(), items.clone()));
+    }
     let client = AgentClient::spawn(options.transport, initial);
     let api = KubeApi::new(options.kube.clone());
     let mut desired = client.desired();
@@ -56,7 +61,7 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
         let reconcile_now = tokio::select! {
             update = updates.recv() => {
                 let Some(update) = update else { break };
-                forward(&client, update, &mut updates);
+                forward(&client, &mut index, update, &mut updates);
                 false
             }
             changed = desired.changed() => {
@@ -70,7 +75,8 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
             _ = &mut shutdown => break,
         };
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
-        let results = reconcile(&api, &set, &mut memory).await;
+        let cached = index::Cached { index: &index, api: &api };
+        let results = reconcile(&cached, &set, &mut memory).await;
         needs_retry = results.iter().any(|r| {
             let outcome = ApplyOutcome::try_from(r.outcome).unwrap_or(ApplyOutcome::Unspecified);
             matches!(outcome, ApplyOutcome::Held | ApplyOutcome::Failed)
@@ -117,11 +123,17 @@ async fn initial_inventory(
 }
 
 /// Sends an update and whatever else is already queued, batched: a burst of changes is one Delta.
-fn forward(client: &AgentClient, first: Update, updates: &mut mpsc::UnboundedReceiver<Update>) {
+fn forward(
+    client: &AgentClient,
+    index: &mut index::Index,
+    first: Update,
+    updates: &mut mpsc::UnboundedReceiver<Update>,
+) {
     let mut upserts = Vec::new();
     let mut deletes = Vec::new();
     let mut next = Some(first);
     while let Some(update) = next.take() {
+        index.apply(&update);
         match update {
             Update::Snapshot(resource, items) => {
                 // Keep order: what came before the relist goes first.

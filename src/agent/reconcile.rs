@@ -25,8 +25,12 @@ pub enum ApiError {
 /// What the agent needs from a cluster.
 #[async_trait::async_trait]
 pub trait ClusterApi: Send + Sync {
-    /// The object, or `None` if it does not exist.
+    /// The object, or `None` if it does not exist (possibly from a cache that lags writes a little).
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError>;
+    /// The object as the API server has it now (after a create found it exists).
+    async fn get_fresh(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
+        self.get(r).await
+    }
     /// Creates an absent object (fails with `AlreadyExists` if someone else created it meanwhile).
     async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
     /// Server-side apply with field manager `ferry`, for objects ferry created.
@@ -40,6 +44,9 @@ pub trait ClusterApi: Send + Sync {
 #[derive(Debug, Default)]
 pub struct Memory {
     events: HashSet<(String, ObjectKey, String)>,
+    /// What this agent last applied to each of ferry's objects (hash of the desired JSON): an unchanged
+    /// object is not sent again on every pass.
+    applied: HashMap<ObjectKey, u64>,
 }
 
 impl Memory {
@@ -131,6 +138,7 @@ async fn apply_item(
         Some(existing) => update_existing(api, set, r, &object, existing, live, memory).await,
         None => match api.create(r, &object).await {
             Ok(created) => {
+                memory.applied.insert(ObjectKey::of_ref(r), content_hash(&object));
                 let uid = created.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
                 let note = format!("created by ferry from backup {} ({})", item.backup, source_of(&object));
                 api.event(r, uid.as_deref(), "FerryCreated", &note, false).await;
@@ -141,7 +149,7 @@ async fn apply_item(
                 (ApplyOutcome::Applied, String::new())
             }
             // Someone (Velero's or NAC's own sync) created it between our read and our create.
-            Err(ApiError::AlreadyExists) => match api.get(r).await {
+            Err(ApiError::AlreadyExists) => match api.get_fresh(r).await {
                 Ok(Some(existing)) => update_existing(api, set, r, &object, existing, live, memory).await,
                 Ok(None) => (ApplyOutcome::Failed, "created concurrently and deleted again; will retry".into()),
                 Err(e) => (ApplyOutcome::Failed, format!("reading {}: {e}", describe(r))),
@@ -183,13 +191,27 @@ async fn update_existing(
         live.insert(ObjectKey::of_ref(r), existing);
         return (ApplyOutcome::Applied, String::new());
     }
+    let key = ObjectKey::of_ref(r);
+    let hash = content_hash(desired);
+    if memory.applied.get(&key) == Some(&hash) {
+        live.insert(key, existing);
+        return (ApplyOutcome::Applied, String::new());
+    }
     match api.apply(r, desired).await {
         Ok(applied) => {
-            live.insert(ObjectKey::of_ref(r), applied);
+            memory.applied.insert(key.clone(), hash);
+            live.insert(key, applied);
             (ApplyOutcome::Applied, String::new())
         }
         Err(e) => (ApplyOutcome::Failed, e.to_string()),
     }
+}
+
+fn content_hash(object: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Points a PVB template at the target's Backup: the ownerReference's UID and `velero.io/backup-uid`.

@@ -76,8 +76,10 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
     match scheme {
         "s3" | "s3a" => {
             let bucket = host_of(rest).ok_or_else(|| bad("no bucket after s3://"))?;
-            let mut builder =
-                AmazonS3Builder::from_env().with_bucket_name(bucket).with_client_options(client_options(config));
+            let mut builder = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_client_options(client_options(config))
+                .with_retry(retry_config());
             if let Some(c) = &config.credentials {
                 builder = builder.with_access_key_id(&c.access_key_id).with_secret_access_key(&c.secret_access_key);
                 if let Some(token) = &c.session_token {
@@ -101,6 +103,7 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
             let gcs = GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
                 .with_client_options(client_options(config))
+                .with_retry(retry_config())
                 .build()
                 .map_err(store_err)?;
             let gcs = Arc::new(gcs);
@@ -111,6 +114,7 @@ pub fn open(config: &StoreConfig) -> Result<Store, OpenError> {
             let azure = MicrosoftAzureBuilder::from_env()
                 .with_container_name(container)
                 .with_client_options(client_options(config))
+                .with_retry(retry_config())
                 .build()
                 .map_err(store_err)?;
             let azure = Arc::new(azure);
@@ -155,6 +159,17 @@ fn client_options(config: &StoreConfig) -> ClientOptions {
     // object_store retries 5xx/429 itself; keep each attempt well under its 3-minute retry budget.
     let timeout = config.request_timeout.unwrap_or(std::time::Duration::from_secs(30));
     ClientOptions::new().with_timeout(timeout).with_pool_max_idle_per_host(64)
+}
+
+/// Retries within one refresh: a few quick ones for blips. A store that stays down fails the refresh in
+/// seconds rather than after object_store's default 3-minute budget: the previous catalog is kept, status shows
+/// the location unhealthy at once, and the next refresh tries again.
+fn retry_config() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig::default(),
+        max_retries: 4,
+        retry_timeout: std::time::Duration::from_secs(20),
+    }
 }
 
 /// `memory://NAME` names one store per process, so a writer and a reader in the same process meet.

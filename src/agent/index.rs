@@ -1,0 +1,89 @@
+//! The agent's view of its cluster, from its own watches: what exists, to decide without asking the API
+//! server. A DesiredSet of thousands of items (most of them waiting for namespaces that do not exist) is
+//! then checked in memory; only writes, and reads of kinds the agent does not watch, go to the API server.
+//! The view may lag a write by a moment: a create that meets `AlreadyExists` reads the API server instead.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::reconcile::{ApiError, ClusterApi};
+use super::watch::Update;
+use crate::coordinator::cluster::ObjectKey;
+use crate::grpc::proto::{InventoryItem, ObjectRef};
+
+#[derive(Debug, Default)]
+pub struct Index {
+    objects: HashMap<ObjectKey, Value>,
+    /// Where the Velero kinds are watched (they are watched in that namespace only).
+    velero_namespace: String,
+}
+
+impl Index {
+    pub fn new(velero_namespace: &str) -> Self {
+        Self { objects: HashMap::new(), velero_namespace: velero_namespace.to_string() }
+    }
+
+    pub fn apply(&mut self, update: &Update) {
+        match update {
+            Update::Snapshot(resource, items) => {
+                self.objects.retain(|k, _| !(k.kind == resource.kind && k.group == resource.group));
+                for item in items {
+                    self.insert(item);
+                }
+            }
+            Update::Upsert(item) => self.insert(item),
+            Update::Delete(r) => {
+                self.objects.remove(&ObjectKey::of_ref(r));
+            }
+        }
+    }
+
+    fn insert(&mut self, item: &InventoryItem) {
+        if let Ok(value) = serde_json::from_slice(&item.raw_json) {
+            self.objects.insert(ObjectKey::of_item(item), value);
+        }
+    }
+
+    /// Whether the watches cover `r` (its kind, and for Velero's kinds, its namespace).
+    fn covers(&self, r: &ObjectRef) -> bool {
+        match r.kind.as_str() {
+            "Namespace" | "NonAdminBackup" => true,
+            "Backup" | "PodVolumeBackup" | "BackupStorageLocation" => r.namespace == self.velero_namespace,
+            _ => false,
+        }
+    }
+}
+
+/// The cluster as the reconciler sees it: reads from the index where it covers the object, everything else
+/// (writes, Events, other reads) from the API server.
+pub struct Cached<'a> {
+    pub index: &'a Index,
+    pub api: &'a dyn ClusterApi,
+}
+
+#[async_trait::async_trait]
+impl ClusterApi for Cached<'_> {
+    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
+        if self.index.covers(r) {
+            return Ok(self.index.objects.get(&ObjectKey::of_ref(r)).cloned());
+        }
+        self.api.get(r).await
+    }
+
+    async fn get_fresh(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
+        self.api.get(r).await
+    }
+
+    async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+        self.api.create(r, object).await
+    }
+
+    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+        self.api.apply(r, object).await
+    }
+
+    async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool) {
+        self.api.event(about, uid, reason, note, warning).await
+    }
+}

@@ -1,0 +1,374 @@
+//! The two-cluster test bed for end-to-end tests: real kube-apiservers (clusters `a` and `b`, with Velero's
+//! upstream CRDs and the NonAdminBackup CRD), a real MinIO, and ferry's own binaries (`ferry coordinator`,
+//! `ferry agent` per cluster, `ferry status`, `ferry restore`) as child processes. Started by
+//! `e2e/testbed/up.sh` (binaries built once by `e2e/testbed/build.sh`), stopped by `down.sh` on drop.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry::agent::kube_api::api_resource;
+use ferry::bucket::{S3Credentials, Store, StoreConfig};
+use ferry::grpc::certs::{self, CertsSpec, Validity};
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::{Value, json};
+
+pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+pub const VELERO_NS: &str = "velero";
+pub const PREFIX: &str = "velero";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The running test bed; stopped (all processes, state removed) when dropped.
+pub struct TestBed {
+    pub state: tempfile::TempDir,
+    pub env: HashMap<String, String>,
+}
+
+impl TestBed {
+    pub fn up() -> Self {
+        let build = Command::new(root().join("e2e/testbed/build.sh")).status().expect("run e2e/testbed/build.sh");
+        assert!(build.success(), "e2e/testbed/build.sh failed");
+        let state = tempfile::Builder::new().prefix("ferry-e2e-").tempdir().expect("state dir");
+        let out = Command::new(root().join("e2e/testbed/up.sh"))
+            .arg(state.path())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run e2e/testbed/up.sh");
+        assert!(out.status.success(), "e2e/testbed/up.sh failed");
+        let env_path = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
+        let env = parse_env(&std::fs::read_to_string(&env_path).expect("env file"));
+        Self { state, env }
+    }
+
+    pub fn var(&self, key: &str) -> String {
+        self.env.get(key).cloned().unwrap_or_else(|| panic!("test bed env has no {key}"))
+    }
+
+    pub fn cluster_var(&self, cluster: &str, key: &str) -> String {
+        self.var(&format!("FERRY_TESTBED_{}_{key}", cluster.to_ascii_uppercase()))
+    }
+
+    pub fn admin_kubeconfig(&self, cluster: &str) -> PathBuf {
+        PathBuf::from(self.cluster_var(cluster, "KUBECONFIG"))
+    }
+
+    pub fn agent_kubeconfig(&self, cluster: &str) -> PathBuf {
+        PathBuf::from(self.cluster_var(cluster, "AGENT_KUBECONFIG"))
+    }
+
+    pub async fn admin(&self, cluster: &str) -> kube::Client {
+        let file = kube::config::Kubeconfig::read_from(self.admin_kubeconfig(cluster)).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await.expect("kube config");
+        kube::Client::try_from(config).expect("kube client")
+    }
+
+    pub fn bucket(&self) -> String {
+        self.var("FERRY_TESTBED_S3_BUCKET")
+    }
+
+    pub fn store(&self) -> Store {
+        ferry::bucket::open(&StoreConfig {
+            url: format!("s3://{}", self.bucket()),
+            endpoint: Some(self.var("FERRY_TESTBED_S3_ENDPOINT")),
+            region: Some(self.var("FERRY_TESTBED_S3_REGION")),
+            allow_http: Some(true),
+            credentials: Some(S3Credentials {
+                access_key_id: self.var("FERRY_TESTBED_S3_ACCESS_KEY"),
+                secret_access_key: self.var("FERRY_TESTBED_S3_SECRET_KEY"),
+                session_token: None,
+            }),
+            ..Default::default()
+        })
+        .expect("open MinIO bucket")
+    }
+
+    /// The MinIO process of the bed (for outage tests).
+    pub fn minio_pid(&self) -> Option<i32> {
+        let pids = std::fs::read_to_string(self.state.path().join("pids")).ok()?;
+        pids.lines().find(|l| l.contains("minio")).and_then(|l| l.split_whitespace().find_map(|w| w.parse().ok()))
+    }
+}
+
+impl Drop for TestBed {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("e2e/testbed/down.sh")).arg(self.state.path()).status();
+    }
+}
+
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('\'').replace("'\\''", "'")))
+        .collect()
+}
+
+/// ferry's processes on the bed: the coordinator and one agent per cluster.
+pub struct Ferry {
+    pub dir: tempfile::TempDir,
+    pub coordinator: Option<Child>,
+    pub addr: String,
+    pub agents: HashMap<String, Child>,
+}
+
+impl Ferry {
+    /// Writes the PKI and the config (`mappings` is YAML for `namespaceMappings`), starts the coordinator.
+    pub fn start(bed: &TestBed, mappings: &str) -> Self {
+        let dir = tempfile::Builder::new().prefix("ferry-e2e-run-").tempdir().expect("dir");
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        certs::write_all(&CertsSpec {
+            out: dir.path().join("pki"),
+            trust_domain: "ferry.local".into(),
+            clusters: vec!["a".into(), "b".into()],
+            operators: vec!["admin".into()],
+            coordinator_sans: vec![],
+            validity: Validity::days_from_now(1),
+        })
+        .expect("pki");
+        let config = format!(
+            r#"locations:
+  - name: shared
+    url: s3://{bucket}
+    bucket: {bucket}
+    prefix: {PREFIX}
+    sourceCluster: a
+    endpoint: {endpoint}
+    region: {region}
+    allowHttp: true
+clusters:
+  - name: a
+    veleroNamespace: {VELERO_NS}
+    kubeconfig: {kube_a}
+  - name: b
+    veleroNamespace: {VELERO_NS}
+    kubeconfig: {kube_b}
+namespaceMappings:
+{mappings}
+coordinator:
+  listen: 127.0.0.1:0
+  heartbeatInterval: 1s
+  catalogRefreshInterval: 1s
+  debounce: 50ms
+  tls: {{ca: pki/ca.pem, cert: pki/coordinator.pem, key: pki/coordinator-key.pem}}
+"#,
+            bucket = bed.bucket(),
+            endpoint = bed.var("FERRY_TESTBED_S3_ENDPOINT"),
+            region = bed.var("FERRY_TESTBED_S3_REGION"),
+            kube_a = bed.admin_kubeconfig("a").display(),
+            kube_b = bed.admin_kubeconfig("b").display(),
+        );
+        std::fs::write(dir.path().join("ferry.yaml"), config).expect("config");
+        let mut ferry = Ferry { dir, coordinator: None, addr: String::new(), agents: HashMap::new() };
+        ferry.start_coordinator(bed, None);
+        ferry
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("ferry.yaml")
+    }
+
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .expect("log")
+    }
+
+    pub fn log_text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// Starts the coordinator (on `addr` when restarting, so agents find it again).
+    pub fn start_coordinator(&mut self, bed: &TestBed, addr: Option<&str>) {
+        let listen = addr.unwrap_or("127.0.0.1:0").to_string();
+        let mut child = Command::new(FERRY)
+            .args(["coordinator", "--config"])
+            .arg(self.config_path())
+            .args(["--listen", &listen])
+            .env("AWS_ACCESS_KEY_ID", bed.var("FERRY_TESTBED_S3_ACCESS_KEY"))
+            .env("AWS_SECRET_ACCESS_KEY", bed.var("FERRY_TESTBED_S3_SECRET_KEY"))
+            .env("FERRY_LOG", "info,ferry=debug")
+            .stdout(Stdio::piped())
+            .stderr(self.log("coordinator"))
+            .spawn()
+            .expect("start ferry coordinator");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).expect("read address");
+        self.addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("coordinator said {line:?}: {}", self.log_text("coordinator")))
+            .to_string();
+        self.coordinator = Some(child);
+    }
+
+    pub fn start_agent(&mut self, bed: &TestBed, cluster: &str) {
+        let pki = self.dir.path().join("pki");
+        let child = Command::new(FERRY)
+            .args(["agent", "--coordinator", &format!("https://{}", self.addr), "--tls-server-name", "localhost"])
+            .arg("--tls-ca")
+            .arg(pki.join("ca.pem"))
+            .arg("--tls-cert")
+            .arg(pki.join(format!("cluster-{cluster}.pem")))
+            .arg("--tls-key")
+            .arg(pki.join(format!("cluster-{cluster}-key.pem")))
+            .arg("--kubeconfig")
+            .arg(bed.agent_kubeconfig(cluster))
+            .args(["--velero-namespace", VELERO_NS, "--heartbeat-interval", "1s", "--retry-interval", "500ms"])
+            .env("FERRY_LOG", "info,ferry=debug")
+            .stdout(Stdio::null())
+            .stderr(self.log(&format!("agent-{cluster}")))
+            .spawn()
+            .expect("start ferry agent");
+        self.agents.insert(cluster.to_string(), child);
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill_coordinator(&mut self) {
+        if let Some(mut c) = self.coordinator.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn kill_agent(&mut self, cluster: &str) {
+        if let Some(mut c) = self.agents.remove(cluster) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `ferry status` as operator: the JSON.
+    pub fn status(&self, cluster: Option<&str>) -> Value {
+        let pki = self.dir.path().join("pki");
+        let mut command = Command::new(FERRY);
+        command
+            .args([
+                "status",
+                "-o",
+                "json",
+                "--coordinator",
+                &format!("https://{}", self.addr),
+                "--tls-server-name",
+                "localhost",
+            ])
+            .arg("--tls-ca")
+            .arg(pki.join("ca.pem"))
+            .arg("--tls-cert")
+            .arg(pki.join("operator-admin.pem"))
+            .arg("--tls-key")
+            .arg(pki.join("operator-admin-key.pem"));
+        if let Some(c) = cluster {
+            command.args(["--cluster", c]);
+        }
+        let out = command.output().expect("ferry status");
+        assert!(out.status.success(), "ferry status: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("status JSON")
+    }
+}
+
+impl Drop for Ferry {
+    fn drop(&mut self) {
+        self.kill_coordinator();
+        let names: Vec<String> = self.agents.keys().cloned().collect();
+        for name in names {
+            self.kill_agent(&name);
+        }
+    }
+}
+
+/// Typed-enough access to the kinds the tests check.
+pub fn api(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar = api_resource(group, version, kind);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+pub fn backups(client: &kube::Client) -> Api<DynamicObject> {
+    api(client, "velero.io", "v1", "Backup", Some(VELERO_NS))
+}
+
+pub fn pvbs(client: &kube::Client) -> Api<DynamicObject> {
+    api(client, "velero.io", "v1", "PodVolumeBackup", Some(VELERO_NS))
+}
+
+pub fn nabs(client: &kube::Client, namespace: Option<&str>) -> Api<DynamicObject> {
+    api(client, "oadp.openshift.io", "v1alpha1", "NonAdminBackup", namespace)
+}
+
+pub async fn create(api: &Api<DynamicObject>, object: Value) -> DynamicObject {
+    let object: DynamicObject = serde_json::from_value(object).expect("object");
+    api.create(&PostParams::default(), &object).await.expect("create")
+}
+
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let namespaces = api(client, "", "v1", "Namespace", None);
+    create(&namespaces, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})).await;
+}
+
+/// A BSL on `client`'s cluster that reads the bed's bucket.
+pub async fn create_bsl(bed: &TestBed, client: &kube::Client, name: &str) {
+    let bsls = api(client, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
+    create(
+        &bsls,
+        json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+               "metadata": {"name": name, "namespace": VELERO_NS},
+               "spec": {"provider": "aws", "default": true,
+                        "objectStorage": {"bucket": bed.bucket(), "prefix": PREFIX},
+                        "config": {"region": bed.var("FERRY_TESTBED_S3_REGION"), "s3ForcePathStyle": "true",
+                                   "s3Url": bed.var("FERRY_TESTBED_S3_ENDPOINT")}}}),
+    )
+    .await;
+}
+
+/// Polls `check` every 100 ms until it returns `Some` (up to `timeout`), for eventual consistency.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn to_value(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).expect("json")
+}
+
+pub fn logs_hint(ferry: &Ferry) -> String {
+    format!(
+        "\n--- coordinator log (tail) ---\n{}\n--- agent-b log (tail) ---\n{}",
+        tail(&ferry.log_text("coordinator"), 40),
+        tail(&ferry.log_text("agent-b"), 40)
+    )
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+pub fn path_exists(p: &Path) -> bool {
+    p.exists()
+}

@@ -1,0 +1,420 @@
+//! End to end on the real test bed (issue 5): two kube-apiservers with Velero's upstream CRDs and the
+//! NonAdminBackup CRD, a real MinIO, `ferry coordinator` and one `ferry agent` per cluster (each agent with a
+//! client certificate bound to deploy/'s least-privilege ClusterRole), everything checked through the API
+//! with kube-rs. The bucket is written the way Velero lays it out (ferry's fixture writer).
+//!
+//! Scenarios run in order on one bed (each builds on what the previous left): DR of a NAC backup, mapping and
+//! `ferry restore`, namespaces before and after start, a backup Velero already synced, refusals and conflicts,
+//! kill -9 and restart, a bucket outage; then the namespace-to-NAB latency with 1k backups in the bucket.
+
+#[path = "e2e_support/mod.rs"]
+mod e2e;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use e2e::*;
+use ferry::catalog::{BackupFile, Layout};
+use ferry::fixture::{self, FixtureSpec};
+use ferry::model::{BackupPhase, labels};
+use kube::api::ListParams;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStoreExt, PutPayload};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A NAC backup of `nab` in tenant namespace `ns`: (name = NACUUID, velero-backup.json, its PVBs).
+fn nac_backup(ns: &str, nab: &str, uuid: &str) -> (String, Value, Vec<Value>) {
+    let nacuuid = fixture::nac_object_uuid(ns, nab, uuid);
+    let backup = fixture::nac_backup_json(ns, nab, &nacuuid, BackupPhase::Completed);
+    let uid = backup["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let pvbs = (0..2).map(|i| fixture::pod_volume_backup_json(&nacuuid, &uid, ns, i)).collect();
+    (nacuuid, backup, pvbs)
+}
+
+fn gzip_json(value: &Value) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut text = serde_json::to_vec(value).expect("json");
+    text.push(b'\n');
+    encoder.write_all(&text).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+/// Writes a backup's metadata and PVB file as Velero does (PVB file first: the metadata's presence is what
+/// makes a backup exist).
+async fn put_backup(bed: &TestBed, name: &str, backup: &Value, pvbs: &[Value]) {
+    let store = bed.store();
+    let layout = Layout::new(PREFIX);
+    let pvb_body = if pvbs.is_empty() { gzip_json(&Value::Null) } else { gzip_json(&Value::Array(pvbs.to_vec())) };
+    for (key, body) in [
+        (layout.key(name, BackupFile::PodVolumeBackups), pvb_body),
+        (layout.key(name, BackupFile::Metadata), serde_json::to_vec_pretty(backup).expect("json")),
+    ] {
+        store.objects.put(&ObjectPath::from(key.as_str()), PutPayload::from(body)).await.expect("put");
+    }
+}
+
+fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str)
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object.pointer("/metadata/annotations").and_then(|l| l.get(key)).and_then(Value::as_str)
+}
+
+async fn get(api: &kube::Api<kube::api::DynamicObject>, name: &str) -> Option<Value> {
+    api.get_opt(name).await.expect("get").map(|o| to_value(&o))
+}
+
+async fn pvbs_of(client: &kube::Client, backup: &str) -> Vec<Value> {
+    let selector = format!("{}={}", labels::VELERO_BACKUP_NAME, ferry::model::names::velero_label_value(backup));
+    let list = pvbs(client).list(&ListParams::default().labels(&selector)).await.expect("list PVBs");
+    list.items.iter().map(to_value).collect()
+}
+
+async fn nabs_synced_from(client: &kube::Client, nacuuid: &str) -> Vec<Value> {
+    let selector = format!("{}={nacuuid}", labels::NAB_SYNCED_FROM_NACUUID);
+    let list = nabs(client, None).list(&ListParams::default().labels(&selector)).await.expect("list NABs");
+    list.items.iter().map(to_value).collect()
+}
+
+/// The items of `backup` in `ferry status --cluster b -o json`.
+fn status_items(ferry: &Ferry, backup: &str) -> Vec<Value> {
+    let status = ferry.status(Some("b"));
+    status["clusters"][0]["backups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["backup"] == backup)
+        .flat_map(|b| b["items"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clusters_end_to_end() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let bed = TestBed::up();
+    let a = bed.admin("a").await;
+    let b = bed.admin("b").await;
+
+    // Cluster B reads the shared bucket through its BSL `dr-bsl`; cluster A is the source (no BSL needed).
+    create_bsl(&bed, &b, "dr-bsl").await;
+    for ns in ["team-a", "team-x"] {
+        create_namespace(&a, ns).await;
+    }
+    // team-a exists on B before ferry starts (scenario 3, "before"); team-x exists too, to prove that a mapped
+    // NAB does not land there.
+    for ns in ["team-a", "team-x", "team-c"] {
+        create_namespace(&b, ns).await;
+    }
+
+    let (dr, dr_backup, dr_pvbs) = nac_backup("team-a", "nightly", "95d9a714-3e7e-4d0b-a93f-337765bf80e0");
+    let (mapped, mapped_backup, mapped_pvbs) = nac_backup("team-x", "nightly", "1483357a-89a1-436b-8e7a-8a577c1b49f4");
+    let (conflicting, conflicting_backup, _) = nac_backup("team-c", "weekly", "cd035028-953a-490a-ac44-319f78ca13cb");
+    let (absent, absent_backup, _) = nac_backup("team-z", "nightly", "6f1c2d3e-4a5b-4c6d-8e7f-9a0b1c2d3e4f");
+    // Tampered ownership: NAC marks for team-a, but the backup holds team-b.
+    let (tampered, mut tampered_backup, _) = nac_backup("team-a", "stolen", "0b7c1e2a-5d4f-4e3a-9c8b-7a6f5e4d3c2b");
+    tampered_backup["spec"]["includedNamespaces"] = json!(["team-b"]);
+    // An admin backup whose Backup CR Velero's own sync already created on B (without its PVBs).
+    let synced = "synced-by-velero";
+    let synced_backup = fixture::admin_backup_json(synced, BackupPhase::Completed, "default");
+    let synced_uid = synced_backup["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let synced_pvbs: Vec<Value> =
+        (0..2).map(|i| fixture::pod_volume_backup_json(synced, &synced_uid, "shop", i)).collect();
+
+    put_backup(&bed, &dr, &dr_backup, &dr_pvbs).await;
+    put_backup(&bed, &mapped, &mapped_backup, &mapped_pvbs).await;
+    put_backup(&bed, &conflicting, &conflicting_backup, &[]).await;
+    put_backup(&bed, &absent, &absent_backup, &[]).await;
+    put_backup(&bed, &tampered, &tampered_backup, &[]).await;
+    put_backup(&bed, synced, &synced_backup, &synced_pvbs).await;
+
+    let mut velero_synced = synced_backup.clone();
+    for field in ["uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"] {
+        velero_synced["metadata"].as_object_mut().expect("metadata").remove(field);
+    }
+    velero_synced["metadata"]["namespace"] = json!(VELERO_NS);
+    velero_synced["metadata"]["labels"] = json!({labels::VELERO_STORAGE_LOCATION: "dr-bsl"});
+    velero_synced["spec"]["storageLocation"] = json!("dr-bsl");
+    let velero_made = to_value(&create(&backups(&b), velero_synced).await);
+
+    // The unrelated user NAB that holds the name ferry would use in team-c.
+    let user_nab = to_value(
+        &create(
+            &nabs(&b, Some("team-c")),
+            json!({"apiVersion": "oadp.openshift.io/v1alpha1", "kind": "NonAdminBackup",
+                   "metadata": {"name": "weekly", "namespace": "team-c"},
+                   "spec": {"backupSpec": {"includedNamespaces": ["team-c"]}}}),
+        )
+        .await,
+    );
+
+    let mut ferry = Ferry::start(&bed, "  - from: a\n    to: b\n    namespaces: {team-x: team-x-dr}\n");
+    ferry.start_agent(&bed, "a");
+    ferry.start_agent(&bed, "b");
+
+    // --- 1. DR of a NAC backup into the same-named namespace -------------------------------------------------
+    let backup_b = eventually("Backup CR on B", WAIT, || async { get(&backups(&b), &dr).await }).await;
+    assert_eq!(backup_b["spec"]["storageLocation"], "dr-bsl", "bound to B's BSL");
+    assert_eq!(label(&backup_b, labels::VELERO_STORAGE_LOCATION), Some("dr-bsl"));
+    assert_eq!(label(&backup_b, labels::FERRY_MANAGED_BY), Some("ferry"));
+    assert_eq!(backup_b["status"]["phase"], "Completed");
+    let b_uid = backup_b["metadata"]["uid"].as_str().expect("uid").to_string();
+    assert_ne!(Some(b_uid.as_str()), dr_backup["metadata"]["uid"].as_str(), "B's own UID");
+    let pvbs_b = eventually("PVBs on B", WAIT, || async {
+        let found = pvbs_of(&b, &dr).await;
+        (found.len() == 2).then_some(found)
+    })
+    .await;
+    for pvb in &pvbs_b {
+        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], b_uid.as_str(), "owner is B's Backup");
+        assert_eq!(label(pvb, labels::VELERO_BACKUP_UID), Some(b_uid.as_str()));
+        assert_eq!(pvb["spec"]["backupStorageLocation"], "dr-bsl");
+    }
+    let nab = eventually("NAB in team-a", WAIT, || async { get(&nabs(&b, Some("team-a")), "nightly").await }).await;
+    assert_eq!(label(&nab, labels::NAB_SYNCED_FROM_NACUUID), Some(dr.as_str()));
+    assert_eq!(label(&nab, labels::FERRY_MANAGED_BY), Some("ferry"));
+    assert_eq!(nab["spec"]["backupSpec"]["includedNamespaces"], json!(["team-a"]));
+    let created_events = api(&b, "events.k8s.io", "v1", "Event", Some("team-a"));
+    eventually("an Event on the created NAB", WAIT, || async {
+        let events = created_events.list(&ListParams::default()).await.ok()?;
+        events
+            .items
+            .iter()
+            .any(|e| e.data["reason"] == "FerryCreated" && e.data["regarding"]["name"] == "nightly")
+            .then_some(())
+    })
+    .await;
+
+    // --- 2. Mapping team-x → team-x-dr; 3. the namespace appears after start --------------------------------
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(get(&backups(&b), &mapped).await.is_none(), "no Backup CR before its NAB's namespace exists (GC coupling)");
+    assert!(nabs_synced_from(&b, &mapped).await.is_empty());
+    create_namespace(&b, "team-x-dr").await;
+    let mapped_nab =
+        eventually("NAB in team-x-dr", WAIT, || async { get(&nabs(&b, Some("team-x-dr")), "nightly").await }).await;
+    assert_eq!(label(&mapped_nab, labels::NAB_SYNCED_FROM_NACUUID), Some(mapped.as_str()));
+    assert!(annotation(&mapped_nab, labels::FERRY_RESTORE_HINT).is_some(), "mapped NABs say how to restore");
+    assert!(get(&nabs(&b, Some("team-x")), "nightly").await.is_none(), "never in the source-named namespace");
+    assert_eq!(nabs_synced_from(&b, &mapped).await.len(), 1);
+    let mapped_b = get(&backups(&b), &mapped).await.expect("Backup CR with its NAB");
+    assert_eq!(annotation(&mapped_b, labels::NAB_ORIGIN_NAMESPACE), Some("team-x-dr"), "NAC accepts it");
+    assert_eq!(annotation(&mapped_b, labels::FERRY_SOURCE_NAMESPACE), Some("team-x"));
+    let mapped_pvbs_b = eventually("mapped PVBs", WAIT, || async {
+        let found = pvbs_of(&b, &mapped).await;
+        (found.len() == 2).then_some(found)
+    })
+    .await;
+    for pvb in &mapped_pvbs_b {
+        assert_eq!(pvb["spec"]["pod"]["namespace"], "team-x", "Velero's restore matches PVBs by source namespace");
+    }
+    let mapped_events = api(&b, "events.k8s.io", "v1", "Event", Some("team-x-dr"));
+    eventually("an Event saying the NAB is mapped", WAIT, || async {
+        let events = mapped_events.list(&ListParams::default()).await.ok()?;
+        events.items.iter().any(|e| e.data["reason"] == "FerryNamespaceMapped").then_some(())
+    })
+    .await;
+
+    let restore = std::process::Command::new(FERRY)
+        .args(["restore", &mapped, "--cluster", "b", "--name", "mapped-restore", "--config"])
+        .arg(ferry.config_path())
+        .output()
+        .expect("ferry restore");
+    assert!(restore.status.success(), "ferry restore: {}", String::from_utf8_lossy(&restore.stderr));
+    let restore_obj = get(&api(&b, "velero.io", "v1", "Restore", Some(VELERO_NS)), "mapped-restore")
+        .await
+        .expect("the Restore exists");
+    assert_eq!(restore_obj["spec"]["namespaceMapping"], json!({"team-x": "team-x-dr"}));
+    assert_eq!(restore_obj["spec"]["backupName"], mapped.as_str());
+    let identity = std::process::Command::new(FERRY)
+        .args(["restore", &dr, "--cluster", "b", "--config"])
+        .arg(ferry.config_path())
+        .output()
+        .expect("ferry restore");
+    assert!(identity.status.success());
+    assert!(String::from_utf8_lossy(&identity.stdout).contains("NonAdminRestore"), "identity: use NAC's NAR");
+
+    // --- 4. A backup Velero already synced (Backup CR, no PVBs) gets its PVBs ---------------------------------
+    let synced_pvbs_b = eventually("PVBs of the Velero-synced backup", WAIT, || async {
+        let found = pvbs_of(&b, synced).await;
+        (found.len() == 2).then_some(found)
+    })
+    .await;
+    let velero_uid = velero_made["metadata"]["uid"].as_str().expect("uid");
+    for pvb in &synced_pvbs_b {
+        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], velero_uid);
+    }
+    let still = get(&backups(&b), synced).await.expect("still there");
+    assert_eq!(still["metadata"]["resourceVersion"], velero_made["metadata"]["resourceVersion"], "not modified");
+    assert_eq!(label(&still, labels::FERRY_MANAGED_BY), None);
+
+    // --- 5. Refusals and conflicts ----------------------------------------------------------------------------
+    assert!(get(&backups(&b), &tampered).await.is_none(), "tampered ownership: no Backup CR");
+    assert!(nabs_synced_from(&b, &tampered).await.is_empty(), "tampered ownership: no NAB");
+    let refused = status_items(&ferry, &tampered);
+    assert!(
+        refused.iter().any(|i| i["action"] == "refuse" && !i["reason"].as_str().unwrap_or_default().is_empty()),
+        "{refused:?}"
+    );
+    let user_nab_now = get(&nabs(&b, Some("team-c")), "weekly").await.expect("user NAB");
+    assert_eq!(user_nab_now["metadata"]["resourceVersion"], user_nab["metadata"]["resourceVersion"], "untouched");
+    assert_eq!(label(&user_nab_now, labels::FERRY_MANAGED_BY), None);
+    let conflict_items = eventually("conflict reported", WAIT, || async {
+        let items = status_items(&ferry, &conflicting);
+        items
+            .iter()
+            .any(|i| i["kind"] == "NonAdminBackup" && (i["outcome"] == "conflict" || i["action"] == "conflict"))
+            .then_some(items)
+    })
+    .await;
+    assert!(!conflict_items.is_empty());
+    assert!(get(&backups(&b), &absent).await.is_none(), "target namespace absent: no Backup CR either");
+
+    // --- 6. kill -9 the coordinator and B's agent mid-apply; restart; converge without duplicates -----------
+    let (late, late_backup, late_pvbs) = nac_backup("team-a", "hourly", "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d");
+    put_backup(&bed, &late, &late_backup, &late_pvbs).await;
+    eventually("apply under way", WAIT, || async { get(&backups(&b), &late).await }).await;
+    let addr = ferry.addr.clone();
+    ferry.kill_coordinator();
+    ferry.kill_agent("b");
+    ferry.start_coordinator(&bed, Some(&addr));
+    ferry.start_agent(&bed, "b");
+    eventually("late NAB after restart", WAIT, || async { get(&nabs(&b, Some("team-a")), "hourly").await }).await;
+    eventually("late PVBs after restart", WAIT, || async { (pvbs_of(&b, &late).await.len() == 2).then_some(()) }).await;
+    for nacuuid in [&dr, &mapped, &late] {
+        assert_eq!(nabs_synced_from(&b, nacuuid).await.len(), 1, "exactly one NAB for {nacuuid}");
+    }
+    let ours = backups(&b)
+        .list(&ListParams::default().labels(&format!("{}=ferry", labels::FERRY_MANAGED_BY)))
+        .await
+        .expect("list");
+    let mut names: Vec<String> = ours.items.iter().filter_map(|o| o.metadata.name.clone()).collect();
+    names.sort();
+    let mut expected = vec![dr.clone(), mapped.clone(), late.clone()];
+    expected.sort();
+    assert_eq!(names, expected, "ferry's Backups on B, once each{}", logs_hint(&ferry));
+
+    // --- 7. Bucket outage: nothing deleted, status says unhealthy, recovery converges -----------------------
+    let before = ours.items.len();
+    let minio = MinioProcess::capture(&bed);
+    minio.stop();
+    let unhealthy = eventually("location unhealthy", Duration::from_secs(90), || async {
+        let status = ferry.status(None);
+        (status["locations"][0]["healthy"] == false).then_some(status)
+    })
+    .await;
+    assert!(!unhealthy["locations"][0]["message"].as_str().unwrap_or_default().is_empty());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = backups(&b)
+        .list(&ListParams::default().labels(&format!("{}=ferry", labels::FERRY_MANAGED_BY)))
+        .await
+        .expect("list");
+    assert_eq!(during.items.len(), before, "nothing deleted during the outage");
+    assert_eq!(nabs_synced_from(&b, &dr).await.len(), 1);
+    minio.start(&bed);
+    eventually("location healthy again", Duration::from_secs(90), || async {
+        (ferry.status(None)["locations"][0]["healthy"] == true).then_some(())
+    })
+    .await;
+    let (after, after_backup, after_pvbs) =
+        nac_backup("team-a", "after-outage", "3b4c5d6e-7f8a-4b9c-8d0e-2f3a4b5c6d7e");
+    put_backup(&bed, &after, &after_backup, &after_pvbs).await;
+    eventually("a backup written after the outage arrives", WAIT, || async {
+        get(&nabs(&b, Some("team-a")), "after-outage").await
+    })
+    .await;
+
+    // --- 8. Latency: namespace created → NAB present, with 1k backups in the bucket ---------------------------
+    let runs = 20;
+    let mut tenants: Vec<String> = (0..1000 - runs).map(|i| format!("idle-{i}")).collect();
+    tenants.extend((0..runs).map(|i| format!("lat-{i}")));
+    let spec = FixtureSpec {
+        backups: 1000,
+        tenant_namespaces: tenants,
+        nac_every: 1,
+        pvbs_per_backup: 1,
+        tarballs: false,
+        resource_lists: false,
+        seed: 7,
+        ..FixtureSpec::default()
+    };
+    fixture::write(&bed.store(), &spec, 32).await.expect("1k backups");
+    // Wait until the catalog holds them (status counts backups).
+    eventually("1k backups in the catalog", Duration::from_secs(120), || async {
+        let count = ferry.status(None)["locations"][0]["backups"].as_u64().unwrap_or(0);
+        (count >= 1000).then_some(())
+    })
+    .await;
+    let mut latencies = Vec::new();
+    for i in 0..runs {
+        let ns = format!("lat-{i}");
+        let started = Instant::now();
+        create_namespace(&b, &ns).await;
+        let list = nabs(&b, Some(&ns));
+        eventually("NAB in the new namespace", WAIT, || async {
+            (!list.list(&ListParams::default()).await.ok()?.items.is_empty()).then_some(())
+        })
+        .await;
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let p = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "namespace → NAB latency over {runs} runs, 1k backups in the bucket: p50 {} ms, p99 {} ms, max {} ms",
+        p(0.5).as_millis(),
+        p(0.99).as_millis(),
+        latencies[latencies.len() - 1].as_millis()
+    );
+    assert!(p(0.99) < Duration::from_secs(5), "p99 {:?}", p(0.99));
+}
+
+/// MinIO of the bed, stopped and started again on the same port and data (read from /proc before stopping).
+struct MinioProcess {
+    pid: i32,
+    cmdline: Vec<String>,
+    environ: Vec<(String, String)>,
+}
+
+impl MinioProcess {
+    fn capture(bed: &TestBed) -> Self {
+        let pid = bed.minio_pid().expect("MinIO pid in the bed's pids file");
+        let split = |file: &str| -> Vec<String> {
+            let raw = std::fs::read(format!("/proc/{pid}/{file}")).expect("proc");
+            raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+        };
+        let cmdline = split("cmdline");
+        let environ = split("environ")
+            .into_iter()
+            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        Self { pid, cmdline, environ }
+    }
+
+    fn stop(&self) {
+        // SAFETY: signalling the bed's MinIO process.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{}", self.pid)).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn start(&self, bed: &TestBed) {
+        let child = std::process::Command::new(&self.cmdline[0])
+            .args(&self.cmdline[1..])
+            .env_clear()
+            .envs(self.environ.iter().cloned())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("restart MinIO");
+        // Let down.sh stop it too (same line format as up.sh's: name pid start-time).
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        let start_time =
+            stat.rsplit_once(") ").map(|(_, r)| r).and_then(|r| r.split_whitespace().nth(19)).unwrap_or("0");
+        let mut pids = std::fs::OpenOptions::new().append(true).open(bed.state.path().join("pids")).expect("pids");
+        writeln!(pids, "minio-restarted {} {start_time}", child.id()).expect("pids");
+        std::mem::forget(child);
+    }
+}
