@@ -1,7 +1,10 @@
 //! What the agent publishes: watches (kube-rs watcher: list, then watch, relisting after errors and expired
 //! resource versions) on Namespaces, Velero Backups, PodVolumeBackups and BackupStorageLocations in the Velero
-//! namespace, and NonAdminBackups in all namespaces. Every (re)list becomes a full snapshot of its type; single
-//! changes become upserts and deletes. Level-triggered: nothing depends on seeing a particular event.
+//! namespace, and NonAdminBackups in all namespaces; each type is also listed again every 10 minutes. Every
+//! (re)list becomes a full snapshot of its type; single changes become upserts and deletes. Level-triggered:
+//! nothing depends on seeing a particular event.
+
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
@@ -39,7 +42,26 @@ pub fn start(client: &Client, velero_namespace: &str) -> mpsc::UnboundedReceiver
     rx
 }
 
+/// How often each type is listed again from scratch, even when its watch looks healthy: a missed event
+/// (level-triggered design) is healed within this period.
+pub const RELIST_INTERVAL: Duration = Duration::from_secs(600);
+
 async fn watch_type(api: Api<DynamicObject>, resource: ResourceType, tx: mpsc::UnboundedSender<Update>) {
+    loop {
+        let relist = tokio::time::sleep(RELIST_INTERVAL);
+        tokio::select! {
+            closed = watch_until_closed(api.clone(), &resource, &tx) => if closed { return },
+            _ = relist => tracing::debug!(kind = %resource.kind, "periodic relist"),
+        }
+    }
+}
+
+/// Follows one watch (which relists by itself after errors); returns true when nobody listens any more.
+async fn watch_until_closed(
+    api: Api<DynamicObject>,
+    resource: &ResourceType,
+    tx: &mpsc::UnboundedSender<Update>,
+) -> bool {
     // Small pages: a relist holds the old and the new list at once.
     let config = watcher::Config::default().page_size(100);
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
@@ -69,9 +91,10 @@ async fn watch_type(api: Api<DynamicObject>, resource: ResourceType, tx: mpsc::U
             }
         };
         if tx.send(update).is_err() {
-            return;
+            return true;
         }
     }
+    false
 }
 
 /// An object as an inventory item, without managedFields (large, and nothing ferry reads).

@@ -9,25 +9,18 @@ use clap::Args;
 
 use ferry::agent::{self, AgentOptions};
 use ferry::grpc::agent_client::AgentConfig;
-use ferry::grpc::tls::{TlsFiles, client_tls_config};
+
+use super::tls_args::ClientTlsArgs;
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// The coordinator's address.
     #[arg(long, env = "FERRY_COORDINATOR")]
     pub coordinator: String,
-    /// The CA that issued the coordinator's certificate.
-    #[arg(long, env = "FERRY_TLS_CA")]
-    pub tls_ca: Option<PathBuf>,
-    /// This cluster's agent certificate (URI SAN spiffe://<trust-domain>/cluster/<name>): it says which cluster
-    /// this agent speaks for.
-    #[arg(long, env = "FERRY_TLS_CERT")]
-    pub tls_cert: Option<PathBuf>,
-    #[arg(long, env = "FERRY_TLS_KEY")]
-    pub tls_key: Option<PathBuf>,
-    /// The name to check the coordinator's certificate against, if not the host in --coordinator.
-    #[arg(long, env = "FERRY_TLS_SERVER_NAME")]
-    pub tls_server_name: Option<String>,
+    /// mTLS: the agent certificate (URI SAN spiffe://<trust-domain>/cluster/<name>) says which cluster this
+    /// agent speaks for.
+    #[command(flatten)]
+    pub tls: ClientTlsArgs,
     /// Plaintext, for a coordinator started with --insecure-dev: claim this identity (`cluster/<name>`).
     #[arg(long, value_name = "IDENTITY")]
     pub insecure_dev: Option<String>,
@@ -56,18 +49,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             config.dev_identity = Some(identity.clone());
             config
         }
-        None => {
-            let need = |p: &Option<PathBuf>, flag: &str| {
-                p.clone().with_context(|| format!("{flag} is required (or --insecure-dev for a local demo)"))
-            };
-            let files = TlsFiles {
-                ca: need(&args.tls_ca, "--tls-ca")?,
-                cert: need(&args.tls_cert, "--tls-cert")?,
-                key: need(&args.tls_key, "--tls-key")?,
-            };
-            let tls = client_tls_config(&files, args.tls_server_name.as_deref())?;
-            AgentConfig::new(args.coordinator.clone(), Some(tls))
-        }
+        None => AgentConfig::new(args.coordinator.clone(), Some(args.tls.config()?)),
     };
     transport.heartbeat_interval = args.heartbeat_interval;
     let options = AgentOptions {

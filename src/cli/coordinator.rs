@@ -10,6 +10,8 @@ use ferry::config::LoadedConfig;
 use ferry::coordinator::{self, Settings, Transport};
 use ferry::grpc::tls::{TlsFiles, server_tls_config};
 
+use super::tls_args::TlsArgs;
+
 #[derive(Debug, Args)]
 pub struct CoordinatorArgs {
     /// The ferry config file (YAML): locations, clusters, mappings and the `coordinator:` section.
@@ -18,15 +20,10 @@ pub struct CoordinatorArgs {
     /// Listen address (overrides coordinator.listen).
     #[arg(long, env = "FERRY_LISTEN")]
     pub listen: Option<String>,
-    /// CA that issued agent and operator certificates (overrides coordinator.tls.ca).
-    #[arg(long, env = "FERRY_TLS_CA")]
-    pub tls_ca: Option<PathBuf>,
-    /// The coordinator's certificate (overrides coordinator.tls.cert).
-    #[arg(long, env = "FERRY_TLS_CERT")]
-    pub tls_cert: Option<PathBuf>,
-    /// The coordinator's private key (overrides coordinator.tls.key).
-    #[arg(long, env = "FERRY_TLS_KEY")]
-    pub tls_key: Option<PathBuf>,
+    /// mTLS (each flag overrides coordinator.tls in the config): the CA of agent and operator certificates,
+    /// and the coordinator's own certificate and key.
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Plaintext gRPC with identities taken from a header: anyone can claim to be any cluster. Local demos only.
     #[arg(long)]
     pub insecure_dev: bool,
@@ -42,17 +39,12 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
         );
         Transport::InsecureDev { trust_domain }
     } else {
-        let from_config = section.tls.as_ref();
-        let pick = |flag: &Option<PathBuf>, configured: Option<&PathBuf>, what: &str| {
-            flag.clone()
-                .or_else(|| configured.map(|p| config.resolve_path(p)))
-                .with_context(|| format!("no TLS {what}: set coordinator.tls in the config or --tls-{what} (or --insecure-dev for a local demo)"))
-        };
-        let files = TlsFiles {
-            ca: pick(&args.tls_ca, from_config.map(|t| &t.ca), "ca")?,
-            cert: pick(&args.tls_cert, from_config.map(|t| &t.cert), "cert")?,
-            key: pick(&args.tls_key, from_config.map(|t| &t.key), "key")?,
-        };
+        let configured = section.tls.as_ref().map(|t| TlsFiles {
+            ca: config.resolve_path(&t.ca),
+            cert: config.resolve_path(&t.cert),
+            key: config.resolve_path(&t.key),
+        });
+        let files = args.tls.files(configured)?;
         Transport::Mtls { tls: server_tls_config(&files)?, trust_domain }
     };
     let listen = args.listen.clone().unwrap_or_else(|| section.listen.clone());

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod restore;
 pub mod status;
 pub mod table;
+pub mod tls_args;
 
 use clap::{Parser, Subcommand, ValueEnum};
 

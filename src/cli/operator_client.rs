@@ -1,7 +1,6 @@
 //! How operator commands (`ferry status`) reach a running coordinator: its address and an operator
 //! certificate, or `--insecure-dev` with a claimed identity.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,24 +11,17 @@ use tonic::transport::{Channel, Endpoint};
 use ferry::config::DEFAULT_MAX_MESSAGE_BYTES;
 use ferry::grpc::proto::federation_client::FederationClient;
 use ferry::grpc::server::DEV_IDENTITY_HEADER;
-use ferry::grpc::tls::{TlsFiles, client_tls_config};
+
+use super::tls_args::ClientTlsArgs;
 
 #[derive(Debug, Args)]
 pub struct CoordinatorConnection {
     /// The coordinator's address.
     #[arg(long, env = "FERRY_COORDINATOR", default_value = "https://127.0.0.1:7443")]
     pub coordinator: String,
-    /// The CA that issued the coordinator's certificate.
-    #[arg(long, env = "FERRY_TLS_CA")]
-    pub tls_ca: Option<PathBuf>,
-    /// An operator certificate (URI SAN spiffe://<trust-domain>/operator/<name>).
-    #[arg(long, env = "FERRY_TLS_CERT")]
-    pub tls_cert: Option<PathBuf>,
-    #[arg(long, env = "FERRY_TLS_KEY")]
-    pub tls_key: Option<PathBuf>,
-    /// The name to check the coordinator's certificate against, if not the host in --coordinator.
-    #[arg(long, env = "FERRY_TLS_SERVER_NAME")]
-    pub tls_server_name: Option<String>,
+    /// mTLS with an operator certificate (URI SAN spiffe://<trust-domain>/operator/<name>).
+    #[command(flatten)]
+    pub tls: ClientTlsArgs,
     /// Plaintext, for a coordinator started with --insecure-dev; claims this identity.
     #[arg(long, value_name = "IDENTITY", num_args = 0..=1, default_missing_value = "operator/dev")]
     pub insecure_dev: Option<String>,
@@ -61,16 +53,7 @@ impl CoordinatorConnection {
                 Some(MetadataValue::try_from(identity.as_str()).context("invalid --insecure-dev identity")?)
             }
             None => {
-                let need = |p: &Option<PathBuf>, flag: &str| {
-                    p.clone()
-                        .with_context(|| format!("{flag} is required (or --insecure-dev for a local demo coordinator)"))
-                };
-                let files = TlsFiles {
-                    ca: need(&self.tls_ca, "--tls-ca")?,
-                    cert: need(&self.tls_cert, "--tls-cert")?,
-                    key: need(&self.tls_key, "--tls-key")?,
-                };
-                endpoint = endpoint.tls_config(client_tls_config(&files, self.tls_server_name.as_deref())?)?;
+                endpoint = endpoint.tls_config(self.tls.config()?)?;
                 None
             }
         };
