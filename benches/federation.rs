@@ -132,7 +132,7 @@ async fn bench() -> anyhow::Result<()> {
     std::fs::write(dir.join("ferry.yaml"), config)?;
 
     let mut child = tokio::process::Command::new(FERRY)
-        .args(["coordinator", "--config"])
+        .args(["coordinator", "--metrics-listen", "", "--config"])
         .arg(dir.join("ferry.yaml"))
         .env("FERRY_LOG", "warn")
         .stdout(Stdio::piped())

@@ -14,13 +14,13 @@ use tokio::process::{Child, Command};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
-/// Starts `ferry coordinator` with `args` and returns it with the address it printed.
-async fn start_coordinator(bed: &Bed, args: &[&str]) -> (Child, String) {
+/// Starts `ferry coordinator` with `args` and returns it with the gRPC and metrics addresses it printed.
+async fn start_coordinator(bed: &Bed, args: &[&str]) -> (Child, String, String) {
     let mut child = Command::new(FERRY)
         .arg("coordinator")
         .arg("--config")
         .arg(bed.path().join("ferry.yaml"))
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         .args(args)
         .env("FERRY_LOG", "info")
         .stdout(Stdio::piped())
@@ -36,7 +36,21 @@ async fn start_coordinator(bed: &Bed, args: &[&str]) -> (Child, String) {
         .expect("read")
         .expect("a line");
     let addr = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    (child, addr.to_string())
+    let line = lines.next_line().await.expect("read").expect("a second line");
+    let metrics = line.strip_prefix("metrics on ").unwrap_or_else(|| panic!("unexpected second line {line:?}"));
+    (child, addr.to_string(), metrics.to_string())
+}
+
+/// A plain HTTP/1.0 GET: (status code, body).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
 }
 
 fn status(bed: &Bed, addr: &str, extra: &[&str]) -> std::process::Output {
@@ -64,10 +78,17 @@ async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm(
         .map(|a| if a.starts_with("pki/") { bed.path().join(a).display().to_string() } else { a.to_string() })
         .collect();
     let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
-    let (mut child, addr) = start_coordinator(&bed, &tls).await;
+    let (mut child, addr, metrics) = start_coordinator(&bed, &tls).await;
     let socket: std::net::SocketAddr = addr.parse().expect("addr");
     let agent = agent(bed.agent_config(socket, "cluster-b"), &cluster_b_inventory());
     let desired = wait_desired(&agent, |d| d.complete && !d.items.is_empty()).await;
+
+    assert_eq!(http_get(&metrics, "/healthz").0, 200);
+    assert_eq!(http_get(&metrics, "/readyz"), (200, "ready\n".to_string()), "the location was read");
+    let (code, page) = http_get(&metrics, "/metrics");
+    assert_eq!(code, 200);
+    assert!(page.contains("ferry_cluster_connected{cluster=\"cluster-b\"} 1"), "{page}");
+    assert!(page.contains("ferry_location_healthy{location=\"shared\"} 1"), "{page}");
 
     let table = status(&bed, &addr, &[]);
     assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
@@ -133,7 +154,7 @@ async fn insecure_dev_warns_and_takes_identities_from_a_header() {
         .arg("coordinator")
         .arg("--config")
         .arg(bed.path().join("ferry.yaml"))
-        .args(["--listen", "127.0.0.1:0", "--insecure-dev"])
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "", "--insecure-dev"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)

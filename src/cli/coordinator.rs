@@ -20,6 +20,9 @@ pub struct CoordinatorArgs {
     /// Listen address (overrides coordinator.listen).
     #[arg(long, env = "FERRY_LISTEN")]
     pub listen: Option<String>,
+    /// /healthz, /readyz and /metrics address (overrides coordinator.metricsListen; "" disables it).
+    #[arg(long, env = "FERRY_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
     /// mTLS (each flag overrides coordinator.tls in the config): the CA of agent and operator certificates,
     /// and the coordinator's own certificate and key.
     #[command(flatten)]
@@ -49,9 +52,17 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
     };
     let listen = args.listen.clone().unwrap_or_else(|| section.listen.clone());
     let listener = TcpListener::bind(&listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-    let running = coordinator::start(&config, Settings::from_config(section), listener, transport).await?;
-    // Tests and scripts read the actual address (with port 0 in the config) from this line.
+    let mut running = coordinator::start(&config, Settings::from_config(section), listener, transport).await?;
+    // Tests and scripts read the actual addresses (with port 0 in the config) from these lines.
     println!("listening on {}", running.addr);
+    let metrics_listen = args.metrics_listen.clone().unwrap_or_else(|| section.metrics_listen.clone());
+    if !metrics_listen.is_empty() {
+        let http = TcpListener::bind(&metrics_listen)
+            .await
+            .with_context(|| format!("cannot listen on {metrics_listen} (metrics)"))?;
+        println!("metrics on {}", http.local_addr()?);
+        running.serve_http(http);
+    }
     shutdown_signal().await?;
     tracing::info!("shutting down: ending agent streams");
     running.shutdown().await?;

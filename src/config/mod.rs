@@ -124,6 +124,9 @@ pub struct CoordinatorConfig {
     /// Address of the gRPC listener.
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// Address of the plain-HTTP `/healthz`, `/readyz` and `/metrics` listener; empty to disable.
+    #[serde(default = "default_metrics_listen")]
+    pub metrics_listen: String,
     /// PEM files: the CA that issued agent and operator certificates, and the coordinator's own certificate.
     pub tls: Option<TlsConfig>,
     /// The SPIFFE trust domain of agent and operator identities (docs/security.md).
@@ -153,6 +156,7 @@ impl Default for CoordinatorConfig {
     fn default() -> Self {
         Self {
             listen: default_listen(),
+            metrics_listen: default_metrics_listen(),
             tls: None,
             trust_domain: default_trust_domain(),
             heartbeat_interval: default_heartbeat(),
@@ -181,6 +185,9 @@ fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<std::ti
 
 fn default_listen() -> String {
     "0.0.0.0:7443".into()
+}
+fn default_metrics_listen() -> String {
+    "0.0.0.0:9090".into()
 }
 fn default_trust_domain() -> String {
     "ferry.local".into()

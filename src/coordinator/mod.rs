@@ -7,7 +7,9 @@
 //! file joins them to tokio tasks and the gRPC server.
 
 pub mod cluster;
+pub mod http;
 pub mod hub;
+pub mod metrics;
 pub mod settings;
 pub mod status;
 
@@ -82,6 +84,18 @@ impl RunningCoordinator {
             task.abort();
         }
         result
+    }
+}
+
+impl RunningCoordinator {
+    /// Also serves `/healthz`, `/readyz` and `/metrics` on `listener` (plain HTTP), until shutdown.
+    pub fn serve_http(&mut self, listener: TcpListener) {
+        let (hub, stop) = (self.hub.clone(), self.shutdown.subscribe());
+        self.tasks.push(tokio::spawn(async move {
+            if let Err(e) = http::serve(hub, listener, stop).await {
+                tracing::error!(error = %e, "metrics/health endpoint failed");
+            }
+        }));
     }
 }
 

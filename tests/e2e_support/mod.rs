@@ -190,7 +190,7 @@ coordinator:
         let mut child = Command::new(FERRY)
             .args(["coordinator", "--config"])
             .arg(self.config_path())
-            .args(["--listen", &listen])
+            .args(["--listen", &listen, "--metrics-listen", ""])
             .env("AWS_ACCESS_KEY_ID", bed.var("FERRY_TESTBED_S3_ACCESS_KEY"))
             .env("AWS_SECRET_ACCESS_KEY", bed.var("FERRY_TESTBED_S3_SECRET_KEY"))
             .env("FERRY_LOG", "info,ferry=debug")

@@ -1,0 +1,126 @@
+//! Prometheus text exposition of the coordinator's state, rendered from the same status the `GetStatus` rpc
+//! returns (one source of truth for operators and dashboards). Pure.
+
+use std::fmt::Write;
+
+use crate::grpc::proto::{ClusterStatus, GetStatusResponse};
+
+/// Reads one count of a cluster's status.
+type CountOf = fn(&ClusterStatus) -> u64;
+
+/// The metrics page (text format 0.0.4).
+pub fn render(status: &GetStatusResponse) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, help: &str, samples: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    let cluster = |c: &str| format!("{{cluster=\"{}\"}}", escape(c));
+    let clusters = &status.clusters;
+    family(
+        "ferry_cluster_connected",
+        "1 when the cluster's agent has a stream open.",
+        clusters.iter().map(|c| (cluster(&c.cluster), f64::from(u8::from(c.connected)))).collect(),
+    );
+    family(
+        "ferry_cluster_stale",
+        "1 when the agent's stream is open but it missed too many heartbeats.",
+        clusters.iter().map(|c| (cluster(&c.cluster), f64::from(u8::from(c.stale)))).collect(),
+    );
+    family(
+        "ferry_cluster_seconds_since_heartbeat",
+        "Seconds since the agent's last message (-1: never).",
+        clusters.iter().map(|c| (cluster(&c.cluster), c.seconds_since_heartbeat as f64)).collect(),
+    );
+    family(
+        "ferry_cluster_inventory_objects",
+        "Objects in the cluster's published inventory.",
+        clusters.iter().map(|c| (cluster(&c.cluster), c.inventory_items as f64)).collect(),
+    );
+    let counts: [(&str, CountOf); 7] = [
+        ("desired", |c| c.desired),
+        ("applied", |c| c.applied),
+        ("failed", |c| c.failed),
+        ("refused", |c| c.refused),
+        ("waiting", |c| c.waiting),
+        ("held", |c| c.held),
+        ("conflict", |c| c.conflicts),
+    ];
+    family(
+        "ferry_cluster_items",
+        "Items of the cluster's current DesiredSet, by state.",
+        clusters
+            .iter()
+            .flat_map(|c| {
+                counts.iter().map(move |(state, count)| {
+                    (format!("{{cluster=\"{}\",state=\"{state}\"}}", escape(&c.cluster)), count(c) as f64)
+                })
+            })
+            .collect(),
+    );
+    let location = |l: &str| format!("{{location=\"{}\"}}", escape(l));
+    let locations = &status.locations;
+    family(
+        "ferry_location_healthy",
+        "1 when the location's last refresh succeeded with a complete listing.",
+        locations.iter().map(|l| (location(&l.name), f64::from(u8::from(l.healthy)))).collect(),
+    );
+    family(
+        "ferry_location_backups",
+        "Backups in the location's catalog.",
+        locations.iter().map(|l| (location(&l.name), l.backups as f64)).collect(),
+    );
+    family(
+        "ferry_location_bad_objects",
+        "Objects skipped as bad input (corrupt gzip, truncated JSON, ...) in the last refresh.",
+        locations.iter().map(|l| (location(&l.name), l.errors.len() as f64)).collect(),
+    );
+    family(
+        "ferry_location_last_refresh_timestamp_seconds",
+        "Unix time of the last successful refresh (0: never).",
+        locations.iter().map(|l| (location(&l.name), l.last_refresh_unix as f64)).collect(),
+    );
+    out
+}
+
+/// Ready when every location has been read successfully at least once: before that, the desired sets lack
+/// whole locations. Returns the reason when not ready.
+pub fn readiness(status: &GetStatusResponse) -> Result<(), String> {
+    let unread: Vec<&str> =
+        status.locations.iter().filter(|l| l.last_refresh_unix == 0).map(|l| l.name.as_str()).collect();
+    if unread.is_empty() { Ok(()) } else { Err(format!("locations not read yet: {}", unread.join(", "))) }
+}
+
+fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::proto::LocationStatus;
+
+    #[test]
+    fn renders_clusters_and_locations() {
+        let status = GetStatusResponse {
+            caller: String::new(),
+            clusters: vec![ClusterStatus {
+                cluster: "b".into(),
+                connected: true,
+                desired: 3,
+                applied: 2,
+                seconds_since_heartbeat: 4,
+                ..Default::default()
+            }],
+            locations: vec![LocationStatus { name: "sh\"ared".into(), healthy: false, ..Default::default() }],
+        };
+        let text = render(&status);
+        assert!(text.contains("ferry_cluster_connected{cluster=\"b\"} 1\n"), "{text}");
+        assert!(text.contains("ferry_cluster_items{cluster=\"b\",state=\"applied\"} 2\n"));
+        assert!(text.contains("ferry_location_healthy{location=\"sh\\\"ared\"} 0\n"));
+        assert!(text.contains("# TYPE ferry_cluster_stale gauge\n"));
+        assert_eq!(readiness(&status), Err("locations not read yet: sh\"ared".into()));
+    }
+}
