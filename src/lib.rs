@@ -7,6 +7,7 @@ pub mod allocator;
 pub mod bucket;
 pub mod catalog;
 pub mod config;
+pub mod dag;
 pub mod fixture;
 pub mod model;
 pub mod plan;
