@@ -127,3 +127,142 @@ pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dag::{Graph, Priorities, layers};
+    use crate::fixture::{self, FixtureSpec};
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use proptest::prelude::*;
+
+    fn fixture_tarball() -> Vec<u8> {
+        let spec = FixtureSpec::default();
+        let objects = fixture::objects_for(&spec, 0);
+        objects.into_iter().find(|o| o.key.ends_with(".tar.gz")).expect("a tarball").body.to_vec()
+    }
+
+    fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, data) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o755);
+            header.set_entry_type(tar::EntryType::Regular);
+            tar.append_data(&mut header, path, *data).unwrap();
+        }
+        tar.into_inner().unwrap()
+    }
+
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn item_paths() {
+        let cases: &[(&str, Option<ItemPath<'_>>)] = &[
+            (
+                "resources/pods/namespaces/a/p.json",
+                Some(ItemPath::Item { resource: "pods", namespace: "a", name: "p" }),
+            ),
+            (
+                "resources/persistentvolumes/cluster/pv-1.json",
+                Some(ItemPath::Item { resource: "persistentvolumes", namespace: "", name: "pv-1" }),
+            ),
+            ("resources/pods/v1-preferredversion/namespaces/a/p.json", Some(ItemPath::Copy)),
+            ("resources/deployments.apps/v1beta1/namespaces/a/d.json", Some(ItemPath::Copy)),
+            ("resources/pods/v1-preferredversion/cluster/x.json", Some(ItemPath::Copy)),
+            ("metadata/version", Some(ItemPath::Other)),
+            ("resources/pods/", Some(ItemPath::Other)),
+            ("resources/pods/namespaces/a/p.yaml", None),
+            ("resources/pods/namespaces/a/.json", None),
+            ("resources/pods/elsewhere/a/b/c/d.json", None),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(&item_path(path), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn reads_the_fixture_tarball_once_per_item() {
+        let contents = read(fixture_tarball().as_slice()).unwrap();
+        assert!(contents.errors.is_empty(), "{:?}", contents.errors);
+        assert_eq!(contents.format_version.as_deref(), Some("1.1.0"));
+        assert_eq!(contents.copies, contents.objects.len(), "each item has one preferred-version copy");
+        let pods: Vec<_> = contents.objects.iter().filter(|o| o.kind == "Pod").collect();
+        assert!(!pods.is_empty() && pods.iter().all(|p| p.owners.len() == 1 && p.resource == "pods"));
+        let graph = Graph::build(contents.objects, &Priorities::velero_default(), &[]);
+        assert!(graph.report.cycles.is_empty());
+        assert!(graph.report.duplicates.is_empty());
+        // Every owner is in the backup; the StorageClass is not (the fixture does not back it up).
+        assert!(graph.report.external.iter().all(|e| e.target.starts_with("StorageClass.storage.k8s.io gp3-csi")));
+        let l = layers(&graph);
+        assert!(l.never_ready.is_empty());
+        assert!(l.layers[0].iter().all(|v| graph.object(*v).unwrap().kind == "Namespace"));
+    }
+
+    #[test]
+    fn bad_input() {
+        assert!(read(&b"not gzip at all"[..]).is_err());
+        let mut truncated = fixture_tarball();
+        truncated.truncate(truncated.len() / 2);
+        assert!(read(truncated.as_slice()).is_err());
+        let items = tar_of(&[
+            ("resources/pods/namespaces/a/bad.json", b"{not json"),
+            ("resources/pods/namespaces/a/nokind.json", br#"{"apiVersion":"v1","metadata":{"name":"nokind"}}"#),
+            ("resources/pods/namespaces/a/nometa.json", br#"{"apiVersion":"v1","kind":"Pod"}"#),
+            ("resources/pods/namespaces/a/other.json", br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"a"}}"#),
+            ("resources/pods/namespaces/a/ok.json", br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ok","namespace":"a"}}"#),
+            ("resources/pods/namespaces/a/b/c.json", b"{}"),
+        ]);
+        let contents = read(gz(&items).as_slice()).unwrap();
+        assert_eq!(contents.objects.len(), 1);
+        let errors: Vec<String> = contents.errors.iter().map(|e| format!("{}: {}", e.path, e.error)).collect();
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        assert!(errors[0].contains("bad.json: not valid JSON"));
+        assert!(errors[1].contains("nokind.json: missing kind"));
+        assert!(errors[2].contains("nometa.json: missing metadata"));
+        assert!(errors[3].contains("the file is a/other but the object is a/x"));
+        assert!(errors[4].contains("not in Velero's resources/ layout"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096), gzip in any::<bool>()) {
+            let input = if gzip { gz(&bytes) } else { bytes };
+            let _ = read(input.as_slice());
+        }
+
+        #[test]
+        fn mutated_tarballs_never_panic(
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+        ) {
+            // Mutate the tar stream (headers, sizes, JSON), then gzip it, so the tar and JSON parsers see it.
+            static PLAIN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+            let mut tar = PLAIN
+                .get_or_init(|| {
+                    let mut plain = Vec::new();
+                    MultiGzDecoder::new(fixture_tarball().as_slice()).read_to_end(&mut plain).unwrap();
+                    plain
+                })
+                .clone();
+            for (at, byte) in flips {
+                let i = at.index(tar.len());
+                tar[i] = byte;
+            }
+            if let Some(cut) = cut {
+                tar.truncate(cut.index(tar.len()));
+            }
+            if let Ok(contents) = read(gz(&tar).as_slice()) {
+                let _ = layers(&Graph::build(contents.objects, &Priorities::velero_default(), &[]));
+            }
+        }
+    }
+}
