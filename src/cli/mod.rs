@@ -1,8 +1,11 @@
 //! The `ferry` command line.
 
+pub mod backup_objects;
 pub mod fixture;
+pub mod graph;
 pub mod inventory_files;
 pub mod output;
+pub mod overlap;
 pub mod plan;
 pub mod table;
 
@@ -29,6 +32,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Show what each cluster would get from the buckets (offline: recorded inventories, no cluster needed).
     Plan(plan::PlanArgs),
+    /// A backup's resource dependency graph: restore order by layers, what waits on what, refused rules.
+    Graph(graph::GraphArgs),
+    /// Objects that two or more backups share, and whether running them in parallel is safe.
+    Overlap(overlap::OverlapArgs),
     /// Test fixtures (for tests, demos and benchmarks).
     #[command(hide = true, subcommand)]
     Fixture(fixture::FixtureCommand),
@@ -37,6 +44,8 @@ pub enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Plan(args) => plan::run(args).await,
+        Command::Graph(args) => graph::run(args).await,
+        Command::Overlap(args) => overlap::run(args).await,
         Command::Fixture(command) => fixture::run(command).await,
     }
 }
