@@ -32,14 +32,19 @@ fn objects(n: usize) -> Vec<Object> {
         out.push(Object::new("", "v1", "ConfigMap", &ns, "app-config").with_uid(&format!("cm-{k}")));
         for w in 0..WORKLOADS {
             let id = format!("{k}-{w}");
-            let (d, rs, pod, pvc, pv) =
-                (format!("app-{w}"), format!("app-{w}-5d8f"), format!("app-{w}-5d8f-x2"), format!("data-{w}"), format!("pv-{id}"));
-            out.push(Object::new("apps", "v1", "Deployment", &ns, &d).with_uid(&format!("d-{id}")));
-            out.push(
-                Object::new("apps", "v1", "ReplicaSet", &ns, &rs)
-                    .with_uid(&format!("rs-{id}"))
-                    .owned_by("Deployment", &d, &format!("d-{id}")),
+            let (d, rs, pod, pvc, pv) = (
+                format!("app-{w}"),
+                format!("app-{w}-5d8f"),
+                format!("app-{w}-5d8f-x2"),
+                format!("data-{w}"),
+                format!("pv-{id}"),
             );
+            out.push(Object::new("apps", "v1", "Deployment", &ns, &d).with_uid(&format!("d-{id}")));
+            out.push(Object::new("apps", "v1", "ReplicaSet", &ns, &rs).with_uid(&format!("rs-{id}")).owned_by(
+                "Deployment",
+                &d,
+                &format!("d-{id}"),
+            ));
             out.push(
                 Object::new("", "v1", "Pod", &ns, &pod)
                     .with_uid(&format!("pod-{id}"))
@@ -55,11 +60,13 @@ fn objects(n: usize) -> Vec<Object> {
                     .referencing("", "PersistentVolume", "", &pv, "spec.volumeName")
                     .referencing("storage.k8s.io", "StorageClass", "", "gp3", "spec.storageClassName"),
             );
-            out.push(
-                Object::new("", "v1", "PersistentVolume", "", &pv)
-                    .with_uid(&format!("pv-{id}"))
-                    .referencing("storage.k8s.io", "StorageClass", "", "gp3", "spec.storageClassName"),
-            );
+            out.push(Object::new("", "v1", "PersistentVolume", "", &pv).with_uid(&format!("pv-{id}")).referencing(
+                "storage.k8s.io",
+                "StorageClass",
+                "",
+                "gp3",
+                "spec.storageClassName",
+            ));
             out.push(Object::new("", "v1", "Secret", &ns, &format!("{d}-creds")).with_uid(&format!("s-{id}")));
         }
     }
@@ -190,9 +197,21 @@ fn main() {
         let objects: f64 = f[0].parse().unwrap_or(1.0);
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} / {} ({:.1}%) | {} ({}) |",
-            f[0], f[1], f[2], f[3], f[4], f[5], f[12], f[13], f[6], f[7], f[8], f[9],
+            f[0],
+            f[1],
+            f[2],
+            f[3],
+            f[4],
+            f[5],
+            f[12],
+            f[13],
+            f[6],
+            f[7],
+            f[8],
+            f[9],
             f[9].parse::<f64>().unwrap_or(0.0) * 100.0 / objects,
-            f[10], f[11]
+            f[10],
+            f[11]
         );
         if smoke {
             assert_eq!((f[6], f[7], f[8]), ("0", "0", "0"), "ferry's and the naive orders respect every dependency");

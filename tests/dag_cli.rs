@@ -49,7 +49,11 @@ fn graph_json_orders_the_example_backup_from_its_tarball() {
     let objects = graph["objects"].as_array().unwrap();
     assert_eq!(objects.len(), 36, "each item once, the preferred-version copies skipped");
     let layer = |kind: &str, ns: &str| {
-        objects.iter().find(|o| o["kind"] == kind && o["namespace"] == ns).map(|o| o["layer"].as_u64().unwrap()).unwrap()
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["namespace"] == ns)
+            .map(|o| o["layer"].as_u64().unwrap())
+            .unwrap()
     };
     // Namespace → Deployment → ReplicaSet → Pod; PV → PVC → Pod.
     assert_eq!(layer("Namespace", ""), 0);
@@ -64,7 +68,9 @@ fn graph_json_orders_the_example_backup_from_its_tarball() {
     assert_eq!(graph["neverReady"].as_array().unwrap().len(), 0);
     assert!(graph["holdAndRetry"]["holds"].as_u64().unwrap() > 0);
     let refused = graph["report"]["refusedPriorities"].as_array().unwrap();
-    assert!(refused.iter().any(|r| r.as_str().unwrap().starts_with("priority pods < replicasets.apps would close a cycle")));
+    assert!(
+        refused.iter().any(|r| r.as_str().unwrap().starts_with("priority pods < replicasets.apps would close a cycle"))
+    );
     // The StorageClass is not in the backup: reported, not an error.
     let external = graph["report"]["external"].as_array().unwrap();
     assert!(external.iter().all(|e| e["target"].as_str().unwrap().starts_with("StorageClass.storage.k8s.io gp3-csi")));
@@ -85,7 +91,8 @@ fn graph_table_and_dot() {
 #[test]
 fn a_user_rule_that_closes_a_cycle_fails_with_the_path() {
     let dir = tempfile::tempdir().unwrap();
-    let deps = "dependencies:\n  priorities: \"namespaces\"\n  rules:\n    - {kind: Namespace, after: pods, selector: {}}\n";
+    let deps =
+        "dependencies:\n  priorities: \"namespaces\"\n  rules:\n    - {kind: Namespace, after: pods, selector: {}}\n";
     let cfg = config(dir.path(), &example_bucket(), deps);
     let out = ferry(&["graph", MANUAL, "--config", &cfg]);
     assert!(!out.status.success());
@@ -98,9 +105,21 @@ fn a_user_rule_that_closes_a_cycle_fails_with_the_path() {
     // An acceptable rule orders, and a broken config is refused before anything is read.
     let deps = "dependencies:\n  rules:\n    - {kind: Deployment, after: secrets, selector: {namespace: team-a}}\n";
     let cfg = config(dir.path(), &example_bucket(), deps);
-    let graph: Value = serde_json::from_str(&stdout(&ferry(&["graph", MANUAL, "--config", &cfg, "-o", "json"]))).unwrap();
-    let deployment = graph["objects"].as_array().unwrap().iter().find(|o| o["kind"] == "Deployment" && o["namespace"] == "team-a").unwrap();
-    assert!(deployment["waitsOn"].as_array().unwrap().iter().any(|w| w == "(rule 1: Deployment[namespace=team-a] after secrets)"));
+    let graph: Value =
+        serde_json::from_str(&stdout(&ferry(&["graph", MANUAL, "--config", &cfg, "-o", "json"]))).unwrap();
+    let deployment = graph["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["namespace"] == "team-a")
+        .unwrap();
+    assert!(
+        deployment["waitsOn"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w == "(rule 1: Deployment[namespace=team-a] after secrets)")
+    );
     let cfg = config(dir.path(), &example_bucket(), "dependencies:\n  priorities: \"a,-,b,-\"\n");
     let out = ferry(&["graph", MANUAL, "--config", &cfg]);
     assert!(!out.status.success());
@@ -120,7 +139,8 @@ fn graph_falls_back_to_the_resource_list_and_names_missing_backups() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .find(|n| n.starts_with("manual-") || n.starts_with("hourly-"))
         .unwrap();
-    let graph: Value = serde_json::from_str(&stdout(&ferry(&["graph", &name, "--config", &cfg, "-o", "json"]))).unwrap();
+    let graph: Value =
+        serde_json::from_str(&stdout(&ferry(&["graph", &name, "--config", &cfg, "-o", "json"]))).unwrap();
     assert_eq!(graph["source"], "resource list");
     let objects = graph["objects"].as_array().unwrap();
     assert!(!objects.is_empty());
@@ -130,7 +150,9 @@ fn graph_falls_back_to_the_resource_list_and_names_missing_backups() {
 
     let out = ferry(&["graph", "no-such-backup", "--config", &cfg]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("\"no-such-backup\" has neither a tarball nor a resource list"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"no-such-backup\" has neither a tarball nor a resource list")
+    );
 }
 
 #[test]

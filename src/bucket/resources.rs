@@ -28,7 +28,11 @@ impl BackupResources {
 }
 
 /// The tarball of backup `name`, else its resource list; `None` when the location has neither.
-pub async fn backup_resources(store: &Store, layout: &Layout, name: &str) -> Result<Option<BackupResources>, FetchError> {
+pub async fn backup_resources(
+    store: &Store,
+    layout: &Layout,
+    name: &str,
+) -> Result<Option<BackupResources>, FetchError> {
     let key = layout.key(name, BackupFile::Tarball);
     match store.objects.get(&Path::from(key.as_str())).await {
         Ok(result) => return Ok(Some(BackupResources::Tarball { bytes: result.bytes().await?, key })),

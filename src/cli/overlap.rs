@@ -49,7 +49,8 @@ pub async fn run(args: OverlapArgs) -> anyhow::Result<()> {
 
 pub fn render(o: &Overlap) -> String {
     let mut out = format!("PARALLEL SAFE: {}\n", if o.parallel_safe { "yes" } else { "no" });
-    let mut table = Table::new(&["A", "B", "SHARED OBJECTS", "SHARED NAMESPACES", "SAFE (OBJECTS)", "SAFE (VELERO NS)"]);
+    let mut table =
+        Table::new(&["A", "B", "SHARED OBJECTS", "SHARED NAMESPACES", "SAFE (OBJECTS)", "SAFE (VELERO NS)"]);
     let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
     for p in &o.pairs {
         table.row(vec![

@@ -387,7 +387,9 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
         for owner in &o.owners {
             match by_uid.get(owner.uid.as_str()) {
                 Some(&d) => edges.push((v, d, EdgeKind::OwnerReference)),
-                None => external(v, EdgeKind::OwnerReference, format!("{} {} (uid {})", owner.kind, owner.name, owner.uid)),
+                None => {
+                    external(v, EdgeKind::OwnerReference, format!("{} {} (uid {})", owner.kind, owner.name, owner.uid))
+                }
             }
         }
         for r in &o.references {
@@ -407,9 +409,8 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
             }
         }
         if !is_built_in_group(&o.group) {
-            let defining = crds
-                .get(&(o.group.as_str(), o.kind.as_str()))
-                .or_else(|| crds_of_group.get(o.group.as_str()));
+            let defining =
+                crds.get(&(o.group.as_str(), o.kind.as_str())).or_else(|| crds_of_group.get(o.group.as_str()));
             match defining {
                 Some(ds) => edges.extend(ds.iter().filter(|d| **d != v).map(|&d| (v, d, EdgeKind::Crd))),
                 None => external(v, EdgeKind::Crd, format!("CustomResourceDefinition of {}.{}", o.kind, o.group)),
@@ -508,7 +509,9 @@ fn apply_rules(
             let last = path[path.len() - 1];
             let mut names = vec![node_name(objects, virtuals, last), label.to_string()];
             names.extend(path.iter().map(|v| node_name(objects, virtuals, *v)));
-            report.refused_rules.push(Refusal { rule: format!("rule {} ({text})", index + 1), cycle: CyclePath(names) });
+            report
+                .refused_rules
+                .push(Refusal { rule: format!("rule {} ({text})", index + 1), cycle: CyclePath(names) });
             continue;
         }
         let r = (n + virtuals.len()) as NodeId;
@@ -597,7 +600,9 @@ fn apply_priorities(
             }
         }
     }
-    pairs.sort_by_key(|&(a, b)| (tier[b as usize] - tier[a as usize], tier[a as usize], kinds.resolve(a), kinds.resolve(b)));
+    pairs.sort_by_key(|&(a, b)| {
+        (tier[b as usize] - tier[a as usize], tier[a as usize], kinds.resolve(a), kinds.resolve(b))
+    });
     let mut accepted: Vec<(u32, u32)> = Vec::new();
     let mut accepted_edges = BitMatrix::new(k);
     for (a, b) in pairs {

@@ -27,6 +27,6 @@ pub use graph::{BuildReport, CyclePath, EdgeKind, Graph, GraphError, NodeId, Ref
 pub use node::{Object, ObjectId};
 pub use order::{Layers, Traversal, layers, traverse};
 pub use overlap::{Overlap, ResourceSet, overlap};
-pub use tarball::TarballContents;
 pub use priorities::Priorities;
 pub use rules::{Rule, Selector};
+pub use tarball::TarballContents;

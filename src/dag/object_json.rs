@@ -129,7 +129,10 @@ mod tests {
             (br#"{"apiVersion":"v1","kind":"Pod"}"#, "missing metadata"),
             (br#"{"apiVersion":"v1","kind":"Pod","metadata":{}}"#, "missing metadata.name"),
             (br#"{"apiVersion":"v1","kind":7,"metadata":{"name":"x"}}"#, "kind is not a string"),
-            (br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":1}}"#, "metadata.namespace is not a string"),
+            (
+                br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":1}}"#,
+                "metadata.namespace is not a string",
+            ),
         ];
         for (bytes, expected) in cases {
             let err = parse(bytes, None).unwrap_err().to_string();

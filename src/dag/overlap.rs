@@ -85,7 +85,8 @@ mod tests {
 
     #[test]
     fn object_level_is_finer_than_namespace_level() {
-        let a = vec![Object::new("apps", "v1", "Deployment", "shop", "web"), Object::new("", "v1", "Namespace", "", "x")];
+        let a =
+            vec![Object::new("apps", "v1", "Deployment", "shop", "web"), Object::new("", "v1", "Namespace", "", "x")];
         let b = vec![Object::new("apps", "v1", "Deployment", "shop", "api")];
         let c = vec![Object::new("apps", "v1", "Deployment", "shop", "web"), Object::new("", "v1", "Pod", "shop", "p")];
         let sets = [

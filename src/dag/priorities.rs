@@ -200,7 +200,10 @@ mod tests {
         let p = Priorities::velero_default();
         assert_eq!(p.tier("customresourcedefinitions.apiextensions.k8s.io", "apiextensions.k8s.io", "X"), 0);
         assert_eq!(p.tier("customresourcedefinitions", "", "CustomResourceDefinition"), 0);
-        assert_eq!(p.tier("volumesnapshotclasses.snapshot.storage.k8s.io", "snapshot.storage.k8s.io", "VolumeSnapshotClass"), 3);
+        assert_eq!(
+            p.tier("volumesnapshotclasses.snapshot.storage.k8s.io", "snapshot.storage.k8s.io", "VolumeSnapshotClass"),
+            3
+        );
         assert_eq!(p.tier("pods", "", "Pod"), 18);
         assert_eq!(p.tier("replicasets.apps", "apps", "ReplicaSet"), 19);
         assert_eq!(p.tier("deployments.apps", "apps", "Deployment"), 23);

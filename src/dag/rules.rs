@@ -50,7 +50,12 @@ impl Selector {
 
 impl Rule {
     pub fn new(kind: &str, after: &str) -> Self {
-        Self { kind: kind.into(), after: after.into(), selector: Selector::default(), after_selector: Selector::default() }
+        Self {
+            kind: kind.into(),
+            after: after.into(),
+            selector: Selector::default(),
+            after_selector: Selector::default(),
+        }
     }
 
     pub fn waits(&self, object: &Object) -> bool {

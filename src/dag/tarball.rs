@@ -43,7 +43,11 @@ pub struct TarballContents {
 /// Where an entry is in the tarball's layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ItemPath<'p> {
-    Item { resource: &'p str, namespace: &'p str, name: &'p str },
+    Item {
+        resource: &'p str,
+        namespace: &'p str,
+        name: &'p str,
+    },
     /// A version directory's copy of an item.
     Copy,
     /// Not under `resources/` (metadata, …) or not an item.
@@ -215,8 +219,14 @@ mod tests {
             ("resources/pods/namespaces/a/bad.json", b"{not json"),
             ("resources/pods/namespaces/a/nokind.json", br#"{"apiVersion":"v1","metadata":{"name":"nokind"}}"#),
             ("resources/pods/namespaces/a/nometa.json", br#"{"apiVersion":"v1","kind":"Pod"}"#),
-            ("resources/pods/namespaces/a/other.json", br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"a"}}"#),
-            ("resources/pods/namespaces/a/ok.json", br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ok","namespace":"a"}}"#),
+            (
+                "resources/pods/namespaces/a/other.json",
+                br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"a"}}"#,
+            ),
+            (
+                "resources/pods/namespaces/a/ok.json",
+                br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ok","namespace":"a"}}"#,
+            ),
             ("resources/pods/namespaces/a/b/c.json", b"{}"),
         ]);
         let contents = read(gz(&items).as_slice()).unwrap();

@@ -56,12 +56,20 @@ fn workload() -> Vec<Object> {
             .referencing("", "ConfigMap", "a", "conf", "spec.volumes[].configMap")
             .referencing("", "Secret", "a", "creds", "containers[].envFrom")
             .referencing("", "ServiceAccount", "a", "runner", "spec.serviceAccountName"),
-        Object::new("", "v1", "PersistentVolumeClaim", "a", "data")
-            .with_uid("pvc")
-            .referencing("", "PersistentVolume", "", "pv-1", "spec.volumeName"),
-        Object::new("", "v1", "PersistentVolume", "", "pv-1")
-            .with_uid("pv")
-            .referencing("storage.k8s.io", "StorageClass", "", "gp3", "spec.storageClassName"),
+        Object::new("", "v1", "PersistentVolumeClaim", "a", "data").with_uid("pvc").referencing(
+            "",
+            "PersistentVolume",
+            "",
+            "pv-1",
+            "spec.volumeName",
+        ),
+        Object::new("", "v1", "PersistentVolume", "", "pv-1").with_uid("pv").referencing(
+            "storage.k8s.io",
+            "StorageClass",
+            "",
+            "gp3",
+            "spec.storageClassName",
+        ),
         Object::new("", "v1", "ConfigMap", "a", "conf").with_uid("cm"),
         Object::new("", "v1", "Secret", "a", "creds").with_uid("s"),
         Object::new("", "v1", "ServiceAccount", "a", "runner").with_uid("sa"),
@@ -111,7 +119,11 @@ fn edges_by_source() {
     let names = |layer: usize| -> Vec<String> { l.layers[layer].iter().map(|v| g.name(*v)).collect() };
     assert_eq!(
         names(0),
-        ["Namespace a", "StorageClass.storage.k8s.io gp3", "CustomResourceDefinition.apiextensions.k8s.io widgets.example.com"]
+        [
+            "Namespace a",
+            "StorageClass.storage.k8s.io gp3",
+            "CustomResourceDefinition.apiextensions.k8s.io widgets.example.com"
+        ]
     );
     let layer_of = l.layer_of(g.object_count());
     assert_eq!(layer_of[find(&g, "Pod", "web-1-x") as usize], 3); // Namespace → Deployment → ReplicaSet → Pod
@@ -173,19 +185,25 @@ fn a_rule_that_closes_a_cycle_is_refused_with_the_path() {
         Object::new("networking.k8s.io", "v1", "Ingress", "shop", "front").labelled("tier", "web"),
         Object::new("", "v1", "ConfigMap", "shop", "routes"),
     ];
-    let rules = [Rule::new("Ingress", "services"), Rule::new("ConfigMap", "Ingress"), Rule::new("Service", "configmaps")];
+    let rules =
+        [Rule::new("Ingress", "services"), Rule::new("ConfigMap", "Ingress"), Rule::new("Service", "configmaps")];
     let g = Graph::build(objects.clone(), &Priorities::none(), &rules);
     let refused: Vec<String> = g.report.refused_rules.iter().map(|r| r.to_string()).collect();
     assert_eq!(
         refused,
-        ["rule 3 (Service after configmaps) would close a cycle: Service shop/front → (rule 3: Service after configmaps) → \
+        [
+            "rule 3 (Service after configmaps) would close a cycle: Service shop/front → (rule 3: Service after configmaps) → \
           ConfigMap shop/routes → (rule 2: ConfigMap after Ingress) → Ingress.networking.k8s.io shop/front → \
-          (rule 1: Ingress after services) → Service shop/front"]
+          (rule 1: Ingress after services) → Service shop/front"
+        ]
     );
     assert_eq!(g.check().unwrap_err().to_string(), refused[0]);
     // The accepted rules still order.
     let order: Vec<String> = layers(&g).order().map(|v| g.name(v)).collect();
-    assert_eq!(order, ["Namespace shop", "Service shop/front", "Ingress.networking.k8s.io shop/front", "ConfigMap shop/routes"]);
+    assert_eq!(
+        order,
+        ["Namespace shop", "Service shop/front", "Ingress.networking.k8s.io shop/front", "ConfigMap shop/routes"]
+    );
 
     // A kind after itself, and selectors.
     let g = Graph::build(objects.clone(), &Priorities::none(), &[Rule::new("Service", "Service")]);
@@ -285,7 +303,13 @@ fn objects_strategy(cyclic: bool) -> impl Strategy<Value = Vec<Object>> {
                     let namespace = if kind == "Namespace" { String::new() } else { format!("ns{ns}") };
                     let mut o = Object::new(group, "v1", kind, &namespace, &format!("o{i}")).with_uid(&format!("u{i}"));
                     for &owner in owners {
-                        let target = if cyclic { owner % n } else if i == 0 { continue } else { owner % i };
+                        let target = if cyclic {
+                            owner % n
+                        } else if i == 0 {
+                            continue;
+                        } else {
+                            owner % i
+                        };
                         o = o.owned_by("Any", "x", &format!("u{target}"));
                     }
                     o
