@@ -169,9 +169,8 @@ impl Graph {
     /// Builds the graph of `objects` with user `rules` (applied in order) and `priorities`.
     pub fn build(objects: Vec<Object>, priorities: &Priorities, rules: &[Rule]) -> Self {
         let mut report = BuildReport::default();
-        let objects = drop_duplicates(objects, &mut report);
+        let (objects, mut edges) = facts(objects, &mut report);
         let n = objects.len() as u32;
-        let mut edges = fact_edges(&objects, &mut report);
         let mut virtuals = Vec::new();
         if !rules.is_empty() {
             apply_rules(&objects, rules, &mut edges, &mut virtuals, &mut report);
@@ -318,54 +317,84 @@ impl Graph {
     }
 }
 
-type IdentityKey<'a> = (&'a str, &'a str, &'a str, &'a str);
-
-fn identity(o: &Object) -> IdentityKey<'_> {
-    (&o.group, &o.kind, &o.namespace, &o.name)
-}
-
-/// Keeps the first of objects with the same identity (group, kind, namespace, name) and reports the rest.
-fn drop_duplicates(mut objects: Vec<Object>, report: &mut BuildReport) -> Vec<Object> {
-    let mut keep = vec![true; objects.len()];
-    {
-        let mut seen: FxHashMap<IdentityKey<'_>, ()> = FxHashMap::default();
-        seen.reserve(objects.len());
-        for (i, o) in objects.iter().enumerate() {
-            if seen.insert(identity(o), ()).is_some() {
-                keep[i] = false;
-                report.duplicates.push(Duplicate { object: o.id().to_string(), reason: "identity" });
+/// The backup's objects without repeats (the first of the same identity is kept, the rest reported), and the
+/// edges of their facts. Repeats are rare: the index is built again only when there were some.
+fn facts(mut objects: Vec<Object>, report: &mut BuildReport) -> (Vec<Object>, Vec<Edge>) {
+    loop {
+        match fact_edges(&objects, report) {
+            Ok(edges) => return (objects, edges),
+            Err(repeated) => {
+                let mut drop = vec![false; objects.len()];
+                for i in repeated {
+                    drop[i as usize] = true;
+                    report
+                        .duplicates
+                        .push(Duplicate { object: objects[i as usize].id().to_string(), reason: "identity" });
+                }
+                let mut i = 0;
+                objects.retain(|_| {
+                    i += 1;
+                    !drop[i - 1]
+                });
             }
         }
     }
-    if keep.iter().all(|k| *k) {
-        return objects;
-    }
-    let mut i = 0;
-    objects.retain(|_| {
-        i += 1;
-        keep[i - 1]
-    });
-    objects
 }
 
-/// Edges from the objects themselves: owners, well-known references, namespace, CRD.
-fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
-    let mut by_identity: FxHashMap<IdentityKey<'_>, NodeId> = FxHashMap::default();
-    by_identity.reserve(objects.len());
+/// (group, kind, namespace, name) → node. Kinds and namespaces are few and interned in small (cache-resident)
+/// maps, so the big map hashes one string and two integers per object.
+#[derive(Default)]
+struct IdentityIndex<'a> {
+    kinds: FxHashMap<(&'a str, &'a str), u32>,
+    namespaces: FxHashMap<&'a str, u32>,
+    nodes: FxHashMap<(u32, u32, &'a str), NodeId>,
+}
+
+impl<'a> IdentityIndex<'a> {
+    /// Inserts `o` as `v`; the node already there if `o` is a repeat.
+    fn insert(&mut self, o: &'a Object, v: NodeId) -> Option<NodeId> {
+        let next = self.kinds.len() as u32;
+        let kind = *self.kinds.entry((&o.group, &o.kind)).or_insert(next);
+        let next = self.namespaces.len() as u32;
+        let ns = *self.namespaces.entry(&o.namespace).or_insert(next);
+        match self.nodes.entry((kind, ns, &o.name)) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(v);
+                None
+            }
+        }
+    }
+
+    fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<NodeId> {
+        let kind = *self.kinds.get(&(group, kind))?;
+        let ns = *self.namespaces.get(namespace)?;
+        self.nodes.get(&(kind, ns, name)).copied()
+    }
+}
+
+/// Edges from the objects themselves: owners, well-known references, namespace, CRD. `Err` with the indexes of
+/// repeated objects (same identity as an earlier one) when there are any.
+fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Result<Vec<Edge>, Vec<NodeId>> {
+    let mut by_identity = IdentityIndex::default();
+    by_identity.nodes.reserve(objects.len());
     let mut by_uid: FxHashMap<&str, NodeId> = FxHashMap::default();
     by_uid.reserve(objects.len());
     // (group, kind) → CRDs defining it; group → CRDs whose kind is unknown (read from a resource list).
     let mut crds: FxHashMap<(&str, &str), Vec<NodeId>> = FxHashMap::default();
     let mut crds_of_group: FxHashMap<&str, Vec<NodeId>> = FxHashMap::default();
+    let mut repeated = Vec::new();
+    let mut uid_repeats = Vec::new();
     for (i, o) in objects.iter().enumerate() {
         let v = i as NodeId;
-        by_identity.insert(identity(o), v);
+        if by_identity.insert(o, v).is_some() {
+            repeated.push(v);
+            continue;
+        }
         if !o.uid.is_empty() {
             // The first object keeps the uid.
             match by_uid.entry(&o.uid) {
-                std::collections::hash_map::Entry::Occupied(_) => {
-                    report.duplicates.push(Duplicate { object: o.id().to_string(), reason: "uid" })
-                }
+                std::collections::hash_map::Entry::Occupied(_) => uid_repeats.push(v),
                 std::collections::hash_map::Entry::Vacant(e) => {
                     e.insert(v);
                 }
@@ -378,6 +407,13 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
             }
         }
     }
+    if !repeated.is_empty() {
+        return Err(repeated);
+    }
+    for v in uid_repeats {
+        report.duplicates.push(Duplicate { object: objects[v as usize].id().to_string(), reason: "uid" });
+    }
+    let mut namespace_nodes: FxHashMap<u32, Option<NodeId>> = FxHashMap::default();
     let mut edges = Vec::with_capacity(objects.len() * 4);
     let mut external = |from: NodeId, via: EdgeKind, target: String| {
         report.external.push(External { from, via, target });
@@ -393,8 +429,8 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
             }
         }
         for r in &o.references {
-            match by_identity.get(&(r.group.as_str(), r.kind.as_str(), r.namespace.as_str(), r.name.as_str())) {
-                Some(&d) if d != v => edges.push((v, d, EdgeKind::Reference)),
+            match by_identity.get(&r.group, &r.kind, &r.namespace, &r.name) {
+                Some(d) if d != v => edges.push((v, d, EdgeKind::Reference)),
                 Some(_) => {}
                 None => {
                     let id = ObjectId { group: &r.group, kind: &r.kind, namespace: &r.namespace, name: &r.name };
@@ -403,8 +439,12 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
             }
         }
         if !o.namespace.is_empty() {
-            match by_identity.get(&("", "Namespace", "", o.namespace.as_str())) {
-                Some(&d) => edges.push((v, d, EdgeKind::Namespace)),
+            // One big-map lookup per namespace, not per object.
+            let ns = by_identity.namespaces.get(o.namespace.as_str()).copied().unwrap_or(u32::MAX);
+            let namespace =
+                *namespace_nodes.entry(ns).or_insert_with(|| by_identity.get("", "Namespace", "", &o.namespace));
+            match namespace {
+                Some(d) => edges.push((v, d, EdgeKind::Namespace)),
                 None => external(v, EdgeKind::Namespace, format!("Namespace {}", o.namespace)),
             }
         }
@@ -417,7 +457,7 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Vec<Edge> {
             }
         }
     }
-    edges
+    Ok(edges)
 }
 
 /// Adjacency over a growing edge list, for the cycle checks while rules are added.
@@ -568,11 +608,9 @@ fn apply_priorities(
     let mut rule_out: FxHashMap<NodeId, Vec<(u32, Edge)>> = FxHashMap::default();
     for &(from, to, kind) in edges.iter() {
         match (kind_at(from), kind_at(to)) {
-            (Some(a), Some(b)) if a != b => {
-                if !reach.get(a, b) {
-                    reach.set(a, b);
-                    example.insert((a, b), (from, to, kind));
-                }
+            (Some(a), Some(b)) if a != b && !reach.get(a, b) => {
+                reach.set(a, b);
+                example.insert((a, b), (from, to, kind));
             }
             (Some(a), None) => rule_in.entry(to).or_default().push(a),
             (None, Some(b)) => rule_out.entry(from).or_default().push((b, (from, to, kind))),

@@ -57,9 +57,12 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
+    /// The multiply leaves the low bits depending only on the input's low bits, and hashbrown picks buckets by
+    /// the low bits: rotate the well-mixed high bits down (as rustc-hash 2 does), or similar keys (`app-1`,
+    /// `app-2`, …) collide and a 1M-object build goes quadratic.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        self.hash.rotate_left(26)
     }
 }
 

@@ -28,13 +28,13 @@ pub fn from_value(value: &Value, resource: Option<&str>) -> Result<Object, Objec
     if !value.is_object() {
         return Err(ObjectError::NotAnObject);
     }
-    let api_version = required(value, "apiVersion", &value["apiVersion"])?;
-    let kind = required(value, "kind", &value["kind"])?;
+    let api_version = required("apiVersion", &value["apiVersion"])?;
+    let kind = required("kind", &value["kind"])?;
     let meta = &value["metadata"];
     if !meta.is_object() {
         return Err(ObjectError::Missing("metadata"));
     }
-    let name = required(value, "metadata.name", &meta["name"])?;
+    let name = required("metadata.name", &meta["name"])?;
     let namespace = optional("metadata.namespace", &meta["namespace"])?;
     let uid = optional("metadata.uid", &meta["uid"])?;
     let (group, version) = match api_version.rsplit_once('/') {
@@ -80,7 +80,7 @@ pub fn from_value(value: &Value, resource: Option<&str>) -> Result<Object, Objec
     })
 }
 
-fn required<'v>(_doc: &Value, field: &'static str, value: &'v Value) -> Result<&'v str, ObjectError> {
+fn required<'v>(field: &'static str, value: &'v Value) -> Result<&'v str, ObjectError> {
     match value {
         Value::Null => Err(ObjectError::Missing(field)),
         Value::String(s) if s.is_empty() => Err(ObjectError::Missing(field)),

@@ -77,11 +77,10 @@ fn item<'p>(resource: &'p str, namespace: &'p str, file: &'p str) -> Option<Item
 pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
     let mut archive = tar::Archive::new(MultiGzDecoder::new(reader));
     let mut out = TarballContents::default();
-    let mut entries_read = 0usize;
     let entries = archive.entries().map_err(|source| TarballError::Archive { entries: 0, source })?;
-    for entry in entries {
-        let mut entry = entry.map_err(|source| TarballError::Archive { entries: entries_read, source })?;
-        entries_read += 1;
+    for (read_before, entry) in entries.enumerate() {
+        let mut entry = entry.map_err(|source| TarballError::Archive { entries: read_before, source })?;
+        let entries_read = read_before + 1;
         if !entry.header().entry_type().is_file() {
             continue;
         }

@@ -90,7 +90,8 @@ fn edges_by_source() {
     });
     objects.push(Object::new("example.com", "v1", "Widget", "a", "w1"));
     let g = build(objects);
-    let cases: &[((&str, &str), (&str, &str), EdgeKind)] = &[
+    type Case<'a> = ((&'a str, &'a str), (&'a str, &'a str), EdgeKind);
+    let cases: &[Case<'_>] = &[
         (("ReplicaSet", "web-1"), ("Deployment", "web"), EdgeKind::OwnerReference),
         (("Pod", "web-1-x"), ("ReplicaSet", "web-1"), EdgeKind::OwnerReference),
         (("Pod", "web-1-x"), ("PersistentVolumeClaim", "data"), EdgeKind::Reference),
