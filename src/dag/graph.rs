@@ -10,15 +10,16 @@
 //! is dropped for that pair only and reported with the path, instead of failing every backup with a Deployment.
 //!
 //! Representation: u32 node ids (objects `0..n`, then virtual nodes for rules and priority tiers, which keep
-//! kind-level edges O(n) instead of O(n²)), CSR adjacency in both directions, FxHash indexes borrowed from the
-//! objects while building.
+//! kind-level edges O(n) instead of O(n²)), CSR adjacency in both directions, built from an edge list with a
+//! counting sort; the objects are joined to their owners and references through sorted key indexes (see
+//! [`KeyIndex`]), not hash maps.
 
 use std::collections::VecDeque;
 use std::fmt;
 
 use serde::Serialize;
 
-use super::intern::{FxHashMap, Interner};
+use super::intern::{FastHashMap, Interner, key};
 use super::node::{Object, ObjectId};
 use super::priorities::Priorities;
 use super::references::is_built_in_group;
@@ -40,6 +41,18 @@ pub enum EdgeKind {
 }
 
 impl EdgeKind {
+    /// The inverse of `kind as u8` (anything else reads as the weakest kind, and never occurs).
+    fn from_u8(k: u8) -> Self {
+        match k {
+            0 => EdgeKind::OwnerReference,
+            1 => EdgeKind::Reference,
+            2 => EdgeKind::Namespace,
+            3 => EdgeKind::Crd,
+            4 => EdgeKind::Rule,
+            _ => EdgeKind::Priority,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EdgeKind::OwnerReference => "ownerReference",
@@ -169,13 +182,13 @@ impl Graph {
     /// Builds the graph of `objects` with user `rules` (applied in order) and `priorities`.
     pub fn build(objects: Vec<Object>, priorities: &Priorities, rules: &[Rule]) -> Self {
         let mut report = BuildReport::default();
-        let (objects, mut edges) = facts(objects, &mut report);
+        let (objects, mut edges, resources) = facts(objects, &mut report);
         let n = objects.len() as u32;
         let mut virtuals = Vec::new();
         if !rules.is_empty() {
             apply_rules(&objects, rules, &mut edges, &mut virtuals, &mut report);
         }
-        apply_priorities(&objects, priorities, &mut edges, &mut virtuals, &mut report);
+        apply_priorities(&objects, &resources, priorities, &mut edges, &mut virtuals, &mut report);
         let total = n as usize + virtuals.len();
         let (deps, dep_kinds) = csr(total, &edges, false);
         let (dependents, _) = csr(total, &edges, true);
@@ -319,10 +332,10 @@ impl Graph {
 
 /// The backup's objects without repeats (the first of the same identity is kept, the rest reported), and the
 /// edges of their facts. Repeats are rare: the index is built again only when there were some.
-fn facts(mut objects: Vec<Object>, report: &mut BuildReport) -> (Vec<Object>, Vec<Edge>) {
+fn facts(mut objects: Vec<Object>, report: &mut BuildReport) -> (Vec<Object>, Vec<Edge>, Resources) {
     loop {
         match fact_edges(&objects, report) {
-            Ok(edges) => return (objects, edges),
+            Ok((edges, resources)) => return (objects, edges, resources),
             Err(repeated) => {
                 let mut drop = vec![false; objects.len()];
                 for i in repeated {
@@ -341,64 +354,130 @@ fn facts(mut objects: Vec<Object>, report: &mut BuildReport) -> (Vec<Object>, Ve
     }
 }
 
-/// (group, kind, namespace, name) → node. Kinds and namespaces are few and interned in small (cache-resident)
-/// maps, so the big map hashes one string and two integers per object.
-#[derive(Default)]
-struct IdentityIndex<'a> {
-    kinds: FxHashMap<(&'a str, &'a str), u32>,
-    namespaces: FxHashMap<&'a str, u32>,
-    nodes: FxHashMap<(u32, u32, &'a str), NodeId>,
+/// Nodes sorted by the 64-bit [`key`] of a string key (identity or uid), the build's join index. Sorting and
+/// merging stream through memory, where a hash map of 1M entries costs a cache and TLB miss per insert and per
+/// lookup (the build spent ~1 s of CPU on that at 1M objects). Equal keys sit together, earliest node first.
+struct KeyIndex {
+    entries: Vec<(u64, NodeId)>,
 }
 
-impl<'a> IdentityIndex<'a> {
-    /// Inserts `o` as `v`; the node already there if `o` is a repeat.
-    fn insert(&mut self, o: &'a Object, v: NodeId) -> Option<NodeId> {
-        let next = self.kinds.len() as u32;
-        let kind = *self.kinds.entry((&o.group, &o.kind)).or_insert(next);
-        let next = self.namespaces.len() as u32;
-        let ns = *self.namespaces.entry(&o.namespace).or_insert(next);
-        match self.nodes.entry((kind, ns, &o.name)) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(v);
-                None
-            }
-        }
+/// Each object's resource (`resource.group`) as a dense id, for priorities: interned in the same pass that keys
+/// the objects, as every pass over 1M objects' scattered strings costs tens of milliseconds.
+#[derive(Default)]
+struct Resources {
+    names: Interner,
+    /// By node.
+    of: Vec<u32>,
+    /// By resource id: its first object (whose group and kind rank it).
+    first: Vec<NodeId>,
+}
+
+/// "No candidate" in a join result.
+const NONE: u32 = u32::MAX;
+
+impl KeyIndex {
+    fn new(mut entries: Vec<(u64, NodeId)>) -> Self {
+        entries.sort_unstable();
+        Self { entries }
     }
 
-    fn get(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<NodeId> {
-        let kind = *self.kinds.get(&(group, kind))?;
-        let ns = *self.namespaces.get(namespace)?;
-        self.nodes.get(&(kind, ns, name)).copied()
+    /// For each query `(key, query number)`, the earliest node with that key (or [`NONE`]): one merge of the
+    /// sorted queries with the sorted entries. `queries` is sorted in place.
+    fn join(&self, queries: &mut [(u64, u32)]) -> Vec<NodeId> {
+        queries.sort_unstable();
+        let mut out = vec![NONE; queries.len()];
+        let mut i = 0;
+        for &(key, q) in queries.iter() {
+            while i < self.entries.len() && self.entries[i].0 < key {
+                i += 1;
+            }
+            if let Some(&(k, v)) = self.entries.get(i)
+                && k == key
+            {
+                out[q as usize] = v;
+            }
+        }
+        out
     }
+
+    /// The earliest node with `key`, by binary search (for the few queries not worth a join).
+    fn find(&self, key: u64) -> NodeId {
+        let i = self.entries.partition_point(|e| e.0 < key);
+        self.entries.get(i).filter(|e| e.0 == key).map_or(NONE, |e| e.1)
+    }
+
+    /// The node a query means: `first` (its join result) if `is` accepts it, else (a 64-bit collision, never in
+    /// practice) the next node with the same key that `is` accepts. A key match is always confirmed by comparing
+    /// the strings, so a collision costs a comparison, never a wrong edge.
+    fn resolve(&self, first: NodeId, key: impl FnOnce() -> u64, is: impl Fn(NodeId) -> bool) -> Option<NodeId> {
+        if first == NONE {
+            return None;
+        }
+        if is(first) {
+            return Some(first);
+        }
+        let key = key();
+        let start = self.entries.partition_point(|e| e.0 < key);
+        self.entries[start..].iter().take_while(|e| e.0 == key).map(|e| e.1).find(|&v| is(v))
+    }
+
+    /// Runs of equal keys, for finding repeats (nearly always none: runs of one are skipped).
+    fn runs(&self) -> impl Iterator<Item = &[(u64, NodeId)]> {
+        self.entries.chunk_by(|a, b| a.0 == b.0).filter(|run| run.len() > 1)
+    }
+}
+
+fn identity_key(group: &str, kind: &str, namespace: &str, name: &str) -> u64 {
+    key(&[group, kind, namespace, name])
+}
+
+fn same_identity(o: &Object, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+    o.name == name && o.namespace == namespace && o.kind == kind && o.group == group
 }
 
 /// Edges from the objects themselves: owners, well-known references, namespace, CRD. `Err` with the indexes of
 /// repeated objects (same identity as an earlier one) when there are any.
-fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Result<Vec<Edge>, Vec<NodeId>> {
-    let mut by_identity = IdentityIndex::default();
-    by_identity.nodes.reserve(objects.len());
-    let mut by_uid: FxHashMap<&str, NodeId> = FxHashMap::default();
-    by_uid.reserve(objects.len());
-    // (group, kind) → CRDs defining it; group → CRDs whose kind is unknown (read from a resource list).
-    let mut crds: FxHashMap<(&str, &str), Vec<NodeId>> = FxHashMap::default();
-    let mut crds_of_group: FxHashMap<&str, Vec<NodeId>> = FxHashMap::default();
-    let mut repeated = Vec::new();
-    let mut uid_repeats = Vec::new();
+///
+/// Three streaming passes instead of per-object hash lookups: key every object (identity, uid) and every
+/// owner and reference; sort and merge-join; then emit the edges object by object, confirming each match by its
+/// strings, in the order the objects list them (which the reports and refusal examples follow).
+fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Result<(Vec<Edge>, Resources), Vec<NodeId>> {
+    let n = objects.len();
+    let mut identities: Vec<(u64, NodeId)> = Vec::with_capacity(n);
+    let mut uids: Vec<(u64, NodeId)> = Vec::with_capacity(n);
+    let mut owner_queries: Vec<(u64, u32)> = Vec::with_capacity(n);
+    let mut reference_queries: Vec<(u64, u32)> = Vec::with_capacity(n * 2);
+    // (group, kind) → CRDs defining it; group → CRDs whose kind is unknown (read from a resource list). CRDs
+    // are few: hash maps are fine here.
+    let mut crds: FastHashMap<(&str, &str), Vec<NodeId>> = FastHashMap::default();
+    let mut crds_of_group: FastHashMap<&str, Vec<NodeId>> = FastHashMap::default();
+    let mut resources = Resources { of: Vec::with_capacity(n), ..Default::default() };
+    // Objects mostly come grouped by resource (tarball order): remember the last one.
+    let mut last_resource: Option<(&str, u32)> = None;
     for (i, o) in objects.iter().enumerate() {
         let v = i as NodeId;
-        if by_identity.insert(o, v).is_some() {
-            repeated.push(v);
-            continue;
-        }
-        if !o.uid.is_empty() {
-            // The first object keeps the uid.
-            match by_uid.entry(&o.uid) {
-                std::collections::hash_map::Entry::Occupied(_) => uid_repeats.push(v),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(v);
+        let resource = match last_resource {
+            Some((name, id)) if name == o.resource => id,
+            _ => {
+                let id = resources.names.intern(&o.resource);
+                if id as usize == resources.first.len() {
+                    resources.first.push(v);
                 }
+                last_resource = Some((&o.resource, id));
+                id
             }
+        };
+        resources.of.push(resource);
+        identities.push((identity_key(&o.group, &o.kind, &o.namespace, &o.name), v));
+        if !o.uid.is_empty() {
+            uids.push((key(&[&o.uid]), v));
+        }
+        for owner in &o.owners {
+            owner_queries.push((key(&[&owner.uid]), owner_queries.len() as u32));
+        }
+        for r in &o.references {
+            reference_queries
+                .push((identity_key(&r.group, &r.kind, &r.namespace, &r.name), reference_queries.len() as u32));
         }
         if let Some(def) = &o.defines {
             match &def.kind {
@@ -407,29 +486,74 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Result<Vec<Edge>,
             }
         }
     }
+    let by_identity = KeyIndex::new(identities);
+    // Within a run of equal keys, nodes ascend: a later object with an earlier one's identity is a repeat.
+    let mut repeated = Vec::new();
+    for run in by_identity.runs() {
+        for (j, &(_, v)) in run.iter().enumerate().skip(1) {
+            let o = &objects[v as usize];
+            if run[..j]
+                .iter()
+                .any(|&(_, w)| same_identity(&objects[w as usize], &o.group, &o.kind, &o.namespace, &o.name))
+            {
+                repeated.push(v);
+            }
+        }
+    }
     if !repeated.is_empty() {
+        repeated.sort_unstable();
         return Err(repeated);
     }
+    // The first object keeps a uid; later ones are reported and not found by it.
+    let by_uid = KeyIndex::new(uids);
+    let mut uid_repeats = Vec::new();
+    for run in by_uid.runs() {
+        for (j, &(_, v)) in run.iter().enumerate().skip(1) {
+            let uid = &objects[v as usize].uid;
+            if run[..j].iter().any(|&(_, w)| objects[w as usize].uid == *uid) {
+                uid_repeats.push(v);
+            }
+        }
+    }
+    uid_repeats.sort_unstable();
     for v in uid_repeats {
         report.duplicates.push(Duplicate { object: objects[v as usize].id().to_string(), reason: "uid" });
     }
-    let mut namespace_nodes: FxHashMap<u32, Option<NodeId>> = FxHashMap::default();
-    let mut edges = Vec::with_capacity(objects.len() * 4);
+    let owner_at = by_uid.join(&mut owner_queries);
+    drop(owner_queries);
+    let reference_at = by_identity.join(&mut reference_queries);
+    drop(reference_queries);
+
+    // Namespaces are few and objects come grouped by them: remember the last one, and each one's node.
+    let mut namespace_nodes: FastHashMap<&str, Option<NodeId>> = FastHashMap::default();
+    let mut last_namespace: Option<(&str, Option<NodeId>)> = None;
+    let mut last_group: Option<(&str, bool)> = None;
+    let mut edges = Vec::with_capacity(n * 4);
     let mut external = |from: NodeId, via: EdgeKind, target: String| {
         report.external.push(External { from, via, target });
     };
+    let (mut next_owner, mut next_reference) = (0usize, 0usize);
     for (i, o) in objects.iter().enumerate() {
         let v = i as NodeId;
         for owner in &o.owners {
-            match by_uid.get(owner.uid.as_str()) {
-                Some(&d) => edges.push((v, d, EdgeKind::OwnerReference)),
+            let at = owner_at[next_owner];
+            next_owner += 1;
+            match by_uid.resolve(at, || key(&[&owner.uid]), |d| objects[d as usize].uid == owner.uid) {
+                Some(d) => edges.push((v, d, EdgeKind::OwnerReference)),
                 None => {
                     external(v, EdgeKind::OwnerReference, format!("{} {} (uid {})", owner.kind, owner.name, owner.uid))
                 }
             }
         }
         for r in &o.references {
-            match by_identity.get(&r.group, &r.kind, &r.namespace, &r.name) {
+            let at = reference_at[next_reference];
+            next_reference += 1;
+            let found = by_identity.resolve(
+                at,
+                || identity_key(&r.group, &r.kind, &r.namespace, &r.name),
+                |d| same_identity(&objects[d as usize], &r.group, &r.kind, &r.namespace, &r.name),
+            );
+            match found {
                 Some(d) if d != v => edges.push((v, d, EdgeKind::Reference)),
                 Some(_) => {}
                 None => {
@@ -439,16 +563,33 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Result<Vec<Edge>,
             }
         }
         if !o.namespace.is_empty() {
-            // One big-map lookup per namespace, not per object.
-            let ns = by_identity.namespaces.get(o.namespace.as_str()).copied().unwrap_or(u32::MAX);
-            let namespace =
-                *namespace_nodes.entry(ns).or_insert_with(|| by_identity.get("", "Namespace", "", &o.namespace));
+            let namespace = match last_namespace {
+                Some((ns, node)) if ns == o.namespace => node,
+                _ => {
+                    let node = *namespace_nodes.entry(&o.namespace).or_insert_with(|| {
+                        let key = || identity_key("", "Namespace", "", &o.namespace);
+                        by_identity.resolve(by_identity.find(key()), key, |d| {
+                            same_identity(&objects[d as usize], "", "Namespace", "", &o.namespace)
+                        })
+                    });
+                    last_namespace = Some((&o.namespace, node));
+                    node
+                }
+            };
             match namespace {
                 Some(d) => edges.push((v, d, EdgeKind::Namespace)),
                 None => external(v, EdgeKind::Namespace, format!("Namespace {}", o.namespace)),
             }
         }
-        if !is_built_in_group(&o.group) {
+        let built_in = match last_group {
+            Some((group, built_in)) if group == o.group => built_in,
+            _ => {
+                let built_in = is_built_in_group(&o.group);
+                last_group = Some((&o.group, built_in));
+                built_in
+            }
+        };
+        if !built_in {
             let defining =
                 crds.get(&(o.group.as_str(), o.kind.as_str())).or_else(|| crds_of_group.get(o.group.as_str()));
             match defining {
@@ -457,18 +598,18 @@ fn fact_edges(objects: &[Object], report: &mut BuildReport) -> Result<Vec<Edge>,
             }
         }
     }
-    Ok(edges)
+    Ok((edges, resources))
 }
 
 /// Adjacency over a growing edge list, for the cycle checks while rules are added.
 struct Adjacency {
     rows: Csr,
-    extra: FxHashMap<NodeId, Vec<NodeId>>,
+    extra: FastHashMap<NodeId, Vec<NodeId>>,
 }
 
 impl Adjacency {
     fn new(total: usize, edges: &[Edge]) -> Self {
-        Self { rows: csr(total, edges, false).0, extra: FxHashMap::default() }
+        Self { rows: csr(total, edges, false).0, extra: FastHashMap::default() }
     }
 
     fn grow(&mut self, total: usize) {
@@ -487,7 +628,7 @@ impl Adjacency {
 
     /// A path from any of `starts` to a node in `targets`, following dependencies.
     fn path(&self, starts: &[NodeId], targets: &[bool]) -> Option<Vec<NodeId>> {
-        let mut parent: FxHashMap<NodeId, NodeId> = FxHashMap::default();
+        let mut parent: FastHashMap<NodeId, NodeId> = FastHashMap::default();
         let mut queue: VecDeque<NodeId> = VecDeque::new();
         for &s in starts {
             if parent.insert(s, s).is_none() {
@@ -575,6 +716,7 @@ fn apply_rules(
 /// would map onto a kind cycle through at least one priority pair.
 fn apply_priorities(
     objects: &[Object],
+    resources: &Resources,
     priorities: &Priorities,
     edges: &mut Vec<Edge>,
     virtuals: &mut Vec<Virtual>,
@@ -583,16 +725,14 @@ fn apply_priorities(
     if priorities.high.is_empty() && priorities.low.is_empty() {
         return;
     }
-    let mut kinds = Interner::default();
-    let mut tier: Vec<u32> = Vec::new();
-    let kind_of: Vec<u32> = objects
+    let kinds = &resources.names;
+    let kind_of = &resources.of;
+    let tier: Vec<u32> = resources
+        .first
         .iter()
-        .map(|o| {
-            let r = kinds.intern(&o.resource);
-            if r as usize == tier.len() {
-                tier.push(priorities.tier(&o.resource, &o.group, &o.kind));
-            }
-            r
+        .map(|&v| {
+            let o = &objects[v as usize];
+            priorities.tier(&o.resource, &o.group, &o.kind)
         })
         .collect();
     let k = kinds.len();
@@ -602,10 +742,10 @@ fn apply_priorities(
     // A kind-level edge through a virtual (rule) node joins the kinds on both sides.
     let n = objects.len();
     let kind_at = |v: NodeId| kind_of.get(v as usize).copied();
-    let mut example: FxHashMap<(u32, u32), Edge> = FxHashMap::default();
+    let mut example: FastHashMap<(u32, u32), Edge> = FastHashMap::default();
     let mut reach = BitMatrix::new(k);
-    let mut rule_in: FxHashMap<NodeId, Vec<u32>> = FxHashMap::default();
-    let mut rule_out: FxHashMap<NodeId, Vec<(u32, Edge)>> = FxHashMap::default();
+    let mut rule_in: FastHashMap<NodeId, Vec<u32>> = FastHashMap::default();
+    let mut rule_out: FastHashMap<NodeId, Vec<(u32, Edge)>> = FastHashMap::default();
     for &(from, to, kind) in edges.iter() {
         match (kind_at(from), kind_at(to)) {
             (Some(a), Some(b)) if a != b && !reach.get(a, b) => {
@@ -784,46 +924,49 @@ impl BitMatrix {
 
 /// CSR of `edges` (from → to, or to → from when `reverse`), each row sorted and without repeats (the first kind
 /// by [`EdgeKind`] order wins, so a fact explains an edge before a rule or priority does).
+///
+/// A counting sort by row into one array of `target << 8 | kind` words, so sorting a row by target then kind is
+/// a sort of integers, and the rows are compacted in place (a row never moves right).
 fn csr(total: usize, edges: &[Edge], reverse: bool) -> (Csr, Vec<EdgeKind>) {
-    let mut counts = vec![0u32; total + 1];
+    let mut starts = vec![0u32; total + 1];
     for &(f, t, _) in edges {
         let row = if reverse { t } else { f };
-        counts[row as usize + 1] += 1;
+        starts[row as usize + 1] += 1;
     }
-    for i in 1..counts.len() {
-        counts[i] += counts[i - 1];
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
     }
-    let mut fill = counts.clone();
-    let mut targets = vec![0 as NodeId; edges.len()];
-    let mut kinds = vec![EdgeKind::OwnerReference; edges.len()];
+    let mut fill = starts.clone();
+    let mut packed = vec![0u64; edges.len()];
     for &(f, t, kind) in edges {
         let (row, target) = if reverse { (t, f) } else { (f, t) };
         let at = &mut fill[row as usize];
-        targets[*at as usize] = target;
-        kinds[*at as usize] = kind;
+        packed[*at as usize] = u64::from(target) << 8 | kind as u64;
         *at += 1;
     }
-    // Sort and dedup each row in place, compacting as we go.
+    drop(fill);
     let mut offsets = Vec::with_capacity(total + 1);
     offsets.push(0u32);
     let mut write = 0usize;
-    let mut row_buf: Vec<(NodeId, EdgeKind)> = Vec::new();
     for v in 0..total {
-        let (start, end) = (counts[v] as usize, counts[v + 1] as usize);
-        row_buf.clear();
-        row_buf.extend(targets[start..end].iter().copied().zip(kinds[start..end].iter().copied()));
-        if row_buf.len() > 1 {
-            row_buf.sort_unstable();
-            row_buf.dedup_by_key(|(t, _)| *t);
+        let (start, end) = (starts[v] as usize, starts[v + 1] as usize);
+        let row = &mut packed[start..end];
+        if row.len() > 1 {
+            row.sort_unstable();
         }
-        for &(t, kind) in &row_buf {
-            targets[write] = t;
-            kinds[write] = kind;
-            write += 1;
+        let mut last = None;
+        for i in start..end {
+            let word = packed[i];
+            if last != Some(word >> 8) {
+                last = Some(word >> 8);
+                packed[write] = word;
+                write += 1;
+            }
         }
         offsets.push(write as u32);
     }
-    targets.truncate(write);
-    kinds.truncate(write);
+    packed.truncate(write);
+    let targets = packed.iter().map(|w| (w >> 8) as NodeId).collect();
+    let kinds = packed.iter().map(|w| EdgeKind::from_u8(*w as u8)).collect();
     (Csr { offsets, targets }, kinds)
 }

@@ -1,28 +1,47 @@
-//! A fast, non-cryptographic hasher (FxHash, as rustc uses) and a string interner: the graph hashes millions of
-//! short keys (uids, names) per build, where std's SipHash would dominate the build time. The keys come from one
-//! backup the user asked about, so hash flooding is not a concern here.
+//! Hashing and interning for the graph build: a fast, non-cryptographic hasher (a folded multiply per word, as
+//! foldhash and wyhash do), one-shot 64-bit keys for the build's sorted indexes, and a string interner for the few
+//! repeated values (kinds, resources). The keys come from one backup the user asked about, so hash flooding is
+//! not a concern; a key match is always confirmed by comparing the strings, so a collision costs time, never an
+//! edge.
+//!
+//! Why not FxHash (which this replaced): its `(h.rotl(5) ^ word) * K` step lets XOR differences of structured
+//! strings cancel — 6,756 of 1M uids like `pod-12-34` shared a full 64-bit hash.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// FxHash: one multiply and rotate per word.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FxHasher {
+const K: u64 = 0x9e37_79b9_7f4a_7c15;
+const SEED: u64 = 0x2d35_8dcc_aa6c_78a5;
+
+/// The 128-bit product of `x` and `y`, high half XOR low half: every input bit reaches every output bit.
+#[inline]
+fn fold(x: u64, y: u64) -> u64 {
+    let p = u128::from(x) * u128::from(y);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A folded-multiply hasher for `HashMap`s of short keys.
+#[derive(Debug, Clone, Copy)]
+pub struct FoldHasher {
     hash: u64,
 }
 
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+impl Default for FoldHasher {
+    fn default() -> Self {
+        Self { hash: SEED }
     }
 }
 
-impl Hasher for FxHasher {
+impl FoldHasher {
     #[inline]
-    fn write(&mut self, bytes: &[u8]) {
+    fn add(&mut self, word: u64) {
+        self.hash = fold(self.hash ^ word, K);
+    }
+
+    /// Bytes in 8-byte little-endian words, the last one zero-padded; callers add the length (or a separator)
+    /// so that padding cannot make two strings equal.
+    #[inline]
+    fn add_bytes(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
             let mut word = [0u8; 8];
@@ -35,6 +54,13 @@ impl Hasher for FxHasher {
             word[..rest.len()].copy_from_slice(rest);
             self.add(u64::from_le_bytes(word));
         }
+    }
+}
+
+impl Hasher for FoldHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.add_bytes(bytes);
     }
 
     #[inline]
@@ -57,22 +83,32 @@ impl Hasher for FxHasher {
         self.add(i as u64);
     }
 
-    /// The multiply leaves the low bits depending only on the input's low bits, and hashbrown picks buckets by
-    /// the low bits: rotate the well-mixed high bits down (as rustc-hash 2 does), or similar keys (`app-1`,
-    /// `app-2`, …) collide and a 1M-object build goes quadratic.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash.rotate_left(26)
+        // One more round so the last word is mixed as well as the others.
+        fold(self.hash, K ^ SEED)
     }
 }
 
-pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
-pub type FxHashMap<K, V> = HashMap<K, V, FxBuildHasher>;
+/// The 64-bit key of a sequence of strings (an identity: group, kind, namespace, name; or a uid). Each part is
+/// followed by its length, so `("ab", "c")` and `("a", "bc")` differ.
+#[inline]
+pub fn key(parts: &[&str]) -> u64 {
+    let mut h = FoldHasher::default();
+    for part in parts {
+        h.add_bytes(part.as_bytes());
+        h.add(part.len() as u64 | 1 << 63);
+    }
+    h.finish()
+}
+
+pub type FoldBuildHasher = BuildHasherDefault<FoldHasher>;
+pub type FastHashMap<K, V> = HashMap<K, V, FoldBuildHasher>;
 
 /// Strings → dense `u32` ids, so repeated values (kinds, namespaces) are stored and compared once.
 #[derive(Debug, Default, Clone)]
 pub struct Interner {
-    ids: FxHashMap<Box<str>, u32>,
+    ids: FastHashMap<Box<str>, u32>,
     strings: Vec<Box<str>>,
 }
 
@@ -117,5 +153,18 @@ mod tests {
         assert_eq!(i.resolve(a), "pods");
         assert_eq!(i.get("nope"), None);
         assert_eq!(i.len(), 2);
+    }
+
+    /// The uids that made FxHash collide (see the module comment): all distinct here.
+    #[test]
+    fn keys_of_similar_strings_are_distinct() {
+        let mut keys: Vec<u64> = (0..200)
+            .flat_map(|k| (0..1000).map(move |w| key(&[&format!("pod-{k}-{w}")])))
+            .chain([key(&["ab", "c"]), key(&["a", "bc"]), key(&["abc"]), key(&["abc", ""])])
+            .collect();
+        let n = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), n);
     }
 }
