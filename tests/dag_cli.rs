@@ -1,5 +1,6 @@
-//! `ferry graph` and `ferry overlap` as a user runs them, against buckets the fixture writer made: the bundled
-//! example (tarballs in Velero's §2 layout) and a fresh bucket without tarballs (resource-list fallback).
+//! `ferry graph`, `ferry overlap` and `ferry plan --backup` as a user runs them, against buckets the fixture
+//! writer made: the bundled example (tarballs in Velero's §2 layout) and a fresh bucket without tarballs
+//! (resource-list fallback).
 
 use std::path::Path;
 use std::process::Command;
@@ -38,6 +39,20 @@ fn config(dir: &Path, bucket: &Path, dependencies: &str) -> String {
 
 fn example_bucket() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bucket")
+}
+
+/// A fixture-written bucket with resource lists and no tarballs in `dir`: its config, and a backup's name.
+fn bucket_without_tarballs(dir: &Path) -> (String, String) {
+    let bucket = dir.join("bucket");
+    let out = ferry(&["fixture", "write", bucket.to_str().unwrap(), "--backups", "3", "--no-tarballs"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let name = std::fs::read_dir(bucket.join("velero/backups"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("manual-") || n.starts_with("hourly-"))
+        .unwrap();
+    (config(dir, &bucket, ""), name)
 }
 
 #[test]
@@ -129,16 +144,7 @@ fn a_user_rule_that_closes_a_cycle_fails_with_the_path() {
 #[test]
 fn graph_falls_back_to_the_resource_list_and_names_missing_backups() {
     let dir = tempfile::tempdir().unwrap();
-    let bucket = dir.path().join("bucket");
-    let out = ferry(&["fixture", "write", bucket.to_str().unwrap(), "--backups", "3", "--no-tarballs"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let cfg = config(dir.path(), &bucket, "");
-    let name = std::fs::read_dir(bucket.join("velero/backups"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .find(|n| n.starts_with("manual-") || n.starts_with("hourly-"))
-        .unwrap();
+    let (cfg, name) = bucket_without_tarballs(dir.path());
     let graph: Value =
         serde_json::from_str(&stdout(&ferry(&["graph", &name, "--config", &cfg, "-o", "json"]))).unwrap();
     assert_eq!(graph["source"], "resource list");
@@ -173,4 +179,81 @@ fn overlap_of_example_backups() {
     assert!(table.starts_with("PARALLEL SAFE: yes\n"), "{table}");
     let out = ferry(&["overlap", MANUAL, "--config", "examples/ferry.yaml"]);
     assert!(!out.status.success(), "one backup is not an overlap question");
+}
+
+/// `ferry plan --backup`: the objects in apply order, layer by layer, each with what it waits on.
+#[test]
+fn plan_backup_lists_objects_in_apply_order_with_what_they_wait_on() {
+    let out = ferry(&["plan", "--config", "examples/ferry.yaml", "--backup", MANUAL, "-o", "json"]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((plan["action"].as_str(), plan["source"].as_str()), (Some("apply"), Some("tarball")));
+    assert_eq!(plan["reasons"].as_array().unwrap().len(), 0);
+    let objects = plan["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 36);
+    let layers: Vec<u64> = objects.iter().map(|o| o["layer"].as_u64().unwrap()).collect();
+    assert!(layers.windows(2).all(|w| w[0] <= w[1]), "apply order is layer by layer: {layers:?}");
+    assert_eq!(layers.iter().max().map(|l| l + 1), plan["layers"].as_u64());
+    let position = |kind: &str, ns: &str| objects.iter().position(|o| o["kind"] == kind && o["namespace"] == ns);
+    assert!(position("Namespace", "") < position("Deployment", "team-a"));
+    assert!(position("ReplicaSet", "team-a") < position("Pod", "team-a"));
+    let pod = &objects[position("Pod", "team-a").unwrap()];
+    let waits: Vec<&str> = pod["waitsOn"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(waits.contains(&"PersistentVolumeClaim team-a/web-data (reference)"), "{waits:?}");
+    assert!(waits.iter().any(|w| w.starts_with("ReplicaSet.apps team-a/web-") && w.ends_with("(ownerReference)")));
+
+    let table = stdout(&ferry(&["plan", "--config", "examples/ferry.yaml", "--backup", MANUAL]));
+    assert!(
+        table.starts_with(&format!("BACKUP {MANUAL} (location shared, from tarball): apply 36 objects in ")),
+        "{table}"
+    );
+    assert!(table.contains("WAITS ON") && table.contains("PersistentVolumeClaim team-a/web-data (reference)"));
+    assert!(!table.contains("REFUSED"), "{table}");
+    let yaml = stdout(&ferry(&["plan", "--config", "examples/ferry.yaml", "--backup", MANUAL, "-o", "yaml"]));
+    assert!(yaml.contains("action: apply") && yaml.contains("waitsOn:"), "{yaml}");
+}
+
+/// A rule that would close a cycle refuses the backup in the plan, with the cycle; the plan itself succeeds.
+#[test]
+fn plan_backup_refuses_a_rule_that_closes_a_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let deps = "dependencies:\n  rules:\n    - {kind: Namespace, after: pods}\n";
+    let cfg = config(dir.path(), &example_bucket(), deps);
+    let out = ferry(&["plan", "--config", &cfg, "--backup", MANUAL, "-o", "json"]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(plan["action"], "refuse");
+    let reasons: Vec<&str> = plan["reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert_eq!(reasons.len(), 1);
+    assert!(reasons[0].starts_with("rule 1 (Namespace after pods) would close a cycle: Namespace "), "{reasons:?}");
+    assert!(reasons[0].contains("→ (rule 1: Namespace after pods) → Pod "), "{reasons:?}");
+    // The order shown is the one without the refused rule: Namespaces still come before their Pods.
+    let objects = plan["objects"].as_array().unwrap();
+    let position = |kind: &str, ns: &str| objects.iter().position(|o| o["kind"] == kind && o["namespace"] == ns);
+    assert!(position("Namespace", "") < position("Pod", "team-a"));
+
+    let table = stdout(&ferry(&["plan", "--config", &cfg, "--backup", MANUAL]));
+    assert!(table.starts_with(&format!("BACKUP {MANUAL} (location shared, from tarball): refuse 36 objects")));
+    assert!(table.contains("\nREFUSED: rule 1 (Namespace after pods) would close a cycle: Namespace "), "{table}");
+    assert!(!table.contains("REFUSED RULES"), "the reason is said once: {table}");
+}
+
+#[test]
+fn plan_backup_reads_resource_lists_and_names_missing_backups() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, name) = bucket_without_tarballs(dir.path());
+    let out = ferry(&["plan", "--config", &cfg, "--backup", &name, "--location", "shared", "-o", "json"]);
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((plan["source"].as_str(), plan["action"].as_str()), (Some("resource list"), Some("apply")));
+    let pod = plan["objects"].as_array().unwrap().iter().find(|o| o["kind"] == "Pod").unwrap();
+    assert!(pod["waitsOn"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().ends_with("(namespace)")));
+
+    let out = ferry(&["plan", "--config", &cfg, "--backup", "no-such-backup"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"no-such-backup\" has neither a tarball nor a resource list")
+    );
+    let out = ferry(&["plan", "--config", &cfg, "--backup", &name, "--location", "elsewhere"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no location named \"elsewhere\""));
+    let out = ferry(&["plan", "--config", &cfg, "--location", "shared"]);
+    assert!(!out.status.success(), "--location only narrows --backup");
 }

@@ -1,6 +1,8 @@
 //! `ferry graph <backup>`: the dependency graph of one backup, in restore order (Kahn layers), with what each
 //! object waits on, the seed's hold-and-retry summary, and everything the graph refused or could not resolve.
 //! A user rule that would close a cycle makes the command fail, after printing the graph it could build.
+//! `ferry plan --backup` shows the same objects and findings through [`objects_output`], [`objects_table`] and
+//! [`report_sections`].
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -79,7 +81,7 @@ pub struct HoldAndRetry {
 }
 
 /// [`BuildReport`] with node ids replaced by names.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BuildReportOutput {
     pub refused_rules: Vec<String>,
@@ -90,7 +92,7 @@ pub struct BuildReportOutput {
     pub external: Vec<ExternalOutput>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalOutput {
     pub from: String,
@@ -131,7 +133,9 @@ pub async fn run(args: GraphArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn objects_output(graph: &Graph, l: &Layers) -> Vec<ObjectOutput> {
+/// The objects in apply order (layer by layer, then those never ready), with what each waits on. Shared with
+/// `ferry plan --backup`.
+pub fn objects_output(graph: &Graph, l: &Layers) -> Vec<ObjectOutput> {
     let layer_of = l.layer_of(graph.object_count());
     let order = l.order().chain(l.never_ready.iter().copied());
     order
@@ -151,7 +155,7 @@ fn objects_output(graph: &Graph, l: &Layers) -> Vec<ObjectOutput> {
         .collect()
 }
 
-fn report_output(graph: &Graph, r: &BuildReport) -> BuildReportOutput {
+pub fn report_output(graph: &Graph, r: &BuildReport) -> BuildReportOutput {
     BuildReportOutput {
         refused_rules: r.refused_rules.iter().map(|x| x.to_string()).collect(),
         refused_priorities: r.refused_priorities.iter().map(|x| x.to_string()).collect(),
@@ -181,14 +185,25 @@ pub fn render(o: &GraphOutput, t: &Traversal) -> String {
         o.hold_and_retry.retried,
         o.never_ready.len()
     );
+    out.push_str(&objects_table(&o.objects));
+    out.push_str(&report_sections(&o.report, &o.item_errors));
+    out
+}
+
+/// LAYER, KIND, NAMESPACE, NAME, WAITS ON: one row per object, in the order given.
+pub fn objects_table(objects: &[ObjectOutput]) -> String {
     let mut table = Table::new(&["LAYER", "KIND", "NAMESPACE", "NAME", "WAITS ON"]);
-    for obj in &o.objects {
+    for obj in objects {
         let kind = if obj.group.is_empty() { obj.kind.clone() } else { format!("{}.{}", obj.kind, obj.group) };
         let layer = obj.layer.map_or_else(|| "never".to_string(), |l| l.to_string());
         table.row(vec![layer, kind, obj.namespace.clone(), obj.name.clone(), obj.waits_on.join(", ")]);
     }
-    out.push_str(&table.render("  "));
-    let r = &o.report;
+    table.render("  ")
+}
+
+/// Every finding of the build, one titled section each (empty ones left out).
+pub fn report_sections(r: &BuildReportOutput, item_errors: &[ItemError]) -> String {
+    let mut out = String::new();
     let mut section = |title: &str, lines: &[String]| {
         if !lines.is_empty() {
             let _ = writeln!(out, "\n{title} ({}):", lines.len());
@@ -204,7 +219,7 @@ pub fn render(o: &GraphOutput, t: &Traversal) -> String {
     section("DUPLICATES (first kept)", &r.duplicates);
     let external: Vec<String> = r.external.iter().map(|e| format!("{} → {} ({})", e.from, e.target, e.via)).collect();
     section("REFERENCES OUTSIDE THE BACKUP", &external);
-    let errors: Vec<String> = o.item_errors.iter().map(|e| format!("{}: {}", e.path, e.error)).collect();
+    let errors: Vec<String> = item_errors.iter().map(|e| format!("{}: {}", e.path, e.error)).collect();
     section("ITEMS SKIPPED", &errors);
     out
 }
