@@ -9,6 +9,7 @@ pub mod bucket;
 pub mod catalog;
 pub mod config;
 pub mod coordinator;
+pub mod dag;
 pub mod fixture;
 pub mod grpc;
 pub mod model;

@@ -1,53 +1,39 @@
 //! The order in which an agent applies a DesiredSet: an item after every item of the same set it waits for
-//! (Backup → its PVBs → its NAB), so that one pass can create a Backup, read its UID and create its PVBs.
-//! Pure.
+//! (Backup → its PVBs → its NAB), so that one pass can create a Backup, read its UID and create its PVBs. The
+//! ordering itself is the dependency DAG's (`dag::apply_order`); this maps DesiredSet items onto it.
 
 use std::collections::HashMap;
 
 use crate::coordinator::cluster::ObjectKey;
+use crate::dag::apply_order::apply_order as dag_order;
 use crate::grpc::proto::DesiredItem;
 
-/// Indices of `items` in apply order: by depth in the waits-for graph within the set (items waiting on
-/// something outside the set, such as a Namespace, have depth 0), stable within a depth. A waits-for cycle
-/// (which the planner never produces) cannot loop: depth is capped at the number of items.
+/// Indices of `items` in apply order: layer by layer of the waits-for graph within the set (items waiting on
+/// something outside the set, such as a Namespace, are in the first layer), input order within a layer. A
+/// waits-for cycle, which the planner never produces, is logged and the set is applied in input order (every
+/// item still checks its own prerequisites, so nothing is applied early).
 pub fn apply_order(items: &[DesiredItem]) -> Vec<usize> {
     let index: HashMap<ObjectKey, usize> = items
         .iter()
         .enumerate()
         .filter_map(|(i, item)| item.r#ref.as_ref().map(|r| (ObjectKey::of_ref(r), i)))
         .collect();
-    let mut depth: Vec<Option<usize>> = vec![None; items.len()];
-    fn depth_of(
-        i: usize,
-        items: &[DesiredItem],
-        index: &HashMap<ObjectKey, usize>,
-        depth: &mut Vec<Option<usize>>,
-        guard: usize,
-    ) -> usize {
-        if let Some(d) = depth[i] {
-            return d;
+    let graph: Vec<(usize, Vec<usize>)> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            // A Backup left to Velero's sync waits for itself: not a dependency within the set.
+            let deps = item.waits_for.iter().filter_map(|w| index.get(&ObjectKey::of_ref(w)).copied());
+            (i, deps.filter(|&d| d != i).collect())
+        })
+        .collect();
+    match dag_order(&graph) {
+        Ok(layers) => layers.into_iter().flatten().collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "waits-for cycle in a DesiredSet; applying in input order");
+            (0..items.len()).collect()
         }
-        if guard > items.len() {
-            return items.len();
-        }
-        let own = items[i].r#ref.as_ref().map(ObjectKey::of_ref);
-        let d = items[i]
-            .waits_for
-            .iter()
-            .filter_map(|w| index.get(&ObjectKey::of_ref(w)).copied())
-            .filter(|&j| own.as_ref() != items[j].r#ref.as_ref().map(ObjectKey::of_ref).as_ref())
-            .map(|j| depth_of(j, items, index, depth, guard + 1) + 1)
-            .max()
-            .unwrap_or(0);
-        depth[i] = Some(d);
-        d
     }
-    for i in 0..items.len() {
-        depth_of(i, items, &index, &mut depth, 0);
-    }
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by_key(|&i| depth[i].unwrap_or(0));
-    order
 }
 
 #[cfg(test)]

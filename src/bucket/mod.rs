@@ -3,7 +3,9 @@
 pub mod list;
 pub mod load;
 pub mod metered;
+pub mod resources;
 pub mod store;
 
-pub use load::{DEFAULT_CONCURRENCY, LoadError, Loader};
+pub use load::{DEFAULT_CONCURRENCY, FetchError, LoadError, Loader};
+pub use resources::{BackupResources, backup_resources};
 pub use store::{OpenError, S3Credentials, Store, StoreConfig, open};

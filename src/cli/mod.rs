@@ -1,12 +1,15 @@
 //! The `ferry` command line.
 
 pub mod agent;
+pub mod backup_objects;
 pub mod certs;
 pub mod coordinator;
 pub mod fixture;
+pub mod graph;
 pub mod inventory_files;
 pub mod operator_client;
 pub mod output;
+pub mod overlap;
 pub mod plan;
 pub mod restore;
 pub mod status;
@@ -46,6 +49,10 @@ pub enum Command {
     Restore(restore::RestoreArgs),
     /// Make a demo/test PKI: a CA, the coordinator's certificate, agent and operator certificates.
     Certs(certs::CertsArgs),
+    /// A backup's resource dependency graph: restore order by layers, what waits on what, refused rules.
+    Graph(graph::GraphArgs),
+    /// Objects that two or more backups share, and whether running them in parallel is safe.
+    Overlap(overlap::OverlapArgs),
     /// Test fixtures (for tests, demos and benchmarks).
     #[command(hide = true, subcommand)]
     Fixture(fixture::FixtureCommand),
@@ -59,6 +66,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => agent::run(args).await,
         Command::Restore(args) => restore::run(args).await,
         Command::Status(args) => status::run(args).await,
+        Command::Graph(args) => graph::run(args).await,
+        Command::Overlap(args) => overlap::run(args).await,
         Command::Fixture(command) => fixture::run(command).await,
     }
 }

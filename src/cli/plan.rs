@@ -1,15 +1,24 @@
-//! `ferry plan`: what each cluster would get, from the buckets and recorded inventories, with no cluster.
+//! `ferry plan`: what each cluster would get, from the buckets and recorded inventories, with no cluster. With
+//! `--backup NAME`: that backup's objects in apply order (dependency layers) and which of them would wait on
+//! which; a `dependencies` rule that would close a cycle among them refuses the backup, with the cycle.
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
+use std::fmt::Write as _;
+
 use anyhow::Context;
 use clap::Args;
+use serde::Serialize;
 
 use ferry::bucket::{self, Loader};
 use ferry::config::LoadedConfig;
+use ferry::dag::tarball::ItemError;
+use ferry::dag::{Graph, layers};
 use ferry::plan::{self, Action, ClusterState, Plan, PlanOptions};
 
+use super::backup_objects::{self, BackupObjects};
+use super::graph::{self as graph_cli, BuildReportOutput, ObjectOutput};
 use super::inventory_files;
 use super::output::{OutputFormat, structured};
 use super::table::Table;
@@ -24,10 +33,47 @@ pub struct PlanArgs {
     /// Plan as if it were this time (RFC 3339), for expiration checks; default now.
     #[arg(long, value_parser = humantime::parse_rfc3339_weak)]
     pub now: Option<SystemTime>,
+    /// Plan this backup's objects instead: apply order by dependency layers, and what each one waits on.
+    #[arg(long)]
+    pub backup: Option<String>,
+    /// With `--backup`: only look in this location (default: every location, in config order).
+    #[arg(long, requires = "backup")]
+    pub location: Option<String>,
+}
+
+/// `ferry plan --backup NAME -o json|yaml`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupPlan {
+    pub backup: String,
+    pub location: String,
+    /// `tarball` or `resource list`.
+    pub source: &'static str,
+    pub key: String,
+    /// `apply`, or `refuse` when a `dependencies` rule would close a cycle among its objects.
+    pub action: &'static str,
+    /// Why it is refused: each refused rule with the cycle it would close.
+    pub reasons: Vec<String>,
+    pub layers: usize,
+    /// In apply order (layer by layer; objects that never become ready last, with no layer). A refused rule
+    /// is left out of this order.
+    pub objects: Vec<ObjectOutput>,
+    pub never_ready: Vec<String>,
+    pub report: BuildReportOutput,
+    pub item_errors: Vec<ItemError>,
 }
 
 pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     let config = LoadedConfig::load(&args.config)?;
+    if let Some(backup) = &args.backup {
+        let plan = backup_plan(&config, backup, args.location.as_deref()).await?;
+        let text = match structured(&plan, args.output)? {
+            Some(text) => text,
+            None => render_backup(&plan),
+        };
+        print!("{text}");
+        return Ok(());
+    }
     let mut catalogs = Vec::new();
     for location in &config.config.locations {
         let store = bucket::open(&config.store_config(location))?;
@@ -70,6 +116,53 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     };
     print!("{text}");
     Ok(())
+}
+
+/// One backup's plan: its objects (tarball, else resource list) through the same graph as `ferry graph`, with
+/// the config's priorities and rules. A refused rule is a reason in the plan, not a failure of the command.
+pub async fn backup_plan(config: &LoadedConfig, backup: &str, location: Option<&str>) -> anyhow::Result<BackupPlan> {
+    let loaded = backup_objects::load(config, backup, location).await?;
+    let BackupObjects { backup, location, source, key, objects, item_errors } = loaded;
+    let graph = Graph::build(objects, &config.priorities, &config.config.dependencies.rules);
+    let l = layers(&graph);
+    let reasons: Vec<String> = graph.report.refused_rules.iter().map(|r| r.to_string()).collect();
+    Ok(BackupPlan {
+        backup,
+        location,
+        source,
+        key,
+        action: if reasons.is_empty() { "apply" } else { "refuse" },
+        reasons,
+        layers: l.layers.len(),
+        objects: graph_cli::objects_output(&graph, &l),
+        never_ready: l.never_ready.iter().map(|v| graph.name(*v)).collect(),
+        report: graph_cli::report_output(&graph, &graph.report),
+        item_errors,
+    })
+}
+
+/// A summary line, the refusal reasons, the objects in apply order with WAITS ON, then the build's findings.
+pub fn render_backup(plan: &BackupPlan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "BACKUP {} (location {}, from {}): {} {} objects in {} layers, {} never ready",
+        plan.backup,
+        plan.location,
+        plan.source,
+        plan.action,
+        plan.objects.len(),
+        plan.layers,
+        plan.never_ready.len()
+    );
+    for reason in &plan.reasons {
+        let _ = writeln!(out, "REFUSED: {reason}");
+    }
+    out.push_str(&graph_cli::objects_table(&plan.objects));
+    // The refused rules are already listed above, as the plan's reasons.
+    let report = BuildReportOutput { refused_rules: Vec::new(), ..plan.report.clone() };
+    out.push_str(&graph_cli::report_sections(&report, &plan.item_errors));
+    out
 }
 
 /// Groups by cluster with counts, then lists catalog errors.

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::bucket::{DEFAULT_CONCURRENCY, StoreConfig};
 use crate::catalog::{Location, StoreKind};
+use crate::dag::{Priorities, Rule};
 use crate::resolve::{MappingError, NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -27,6 +28,18 @@ pub struct Config {
     /// `ferry coordinator` only.
     #[serde(default)]
     pub coordinator: CoordinatorConfig,
+    #[serde(default)]
+    pub dependencies: DependenciesConfig,
+}
+
+/// `ferry graph` / the agent's ordering: restore priorities and user rules (see `docs/configuration.md`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DependenciesConfig {
+    /// `--restore-resource-priorities` syntax (`a,b,-,c`); replaces Velero's defaults, as the flag does.
+    pub priorities: Option<String>,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -232,6 +245,8 @@ pub struct LoadedConfig {
     pub path: PathBuf,
     pub base_dir: PathBuf,
     pub mappings: NamespaceMappings,
+    /// `dependencies.priorities` parsed, or Velero's defaults.
+    pub priorities: Priorities,
 }
 
 impl LoadedConfig {
@@ -275,6 +290,15 @@ impl LoadedConfig {
         if config.catalog.concurrency == 0 {
             return Err(invalid("catalog.concurrency must be at least 1".into()));
         }
+        let priorities = match &config.dependencies.priorities {
+            Some(text) => Priorities::parse(text).map_err(|e| invalid(format!("dependencies.{e}")))?,
+            None => Priorities::velero_default(),
+        };
+        for (i, rule) in config.dependencies.rules.iter().enumerate() {
+            if rule.kind.trim().is_empty() || rule.after.trim().is_empty() {
+                return Err(invalid(format!("dependencies.rules[{i}]: kind and after must name a kind")));
+            }
+        }
         let protected = ProtectedNamespaces {
             listed: config.protected_namespaces.iter().cloned().collect(),
             velero_namespaces: config.clusters.iter().map(|c| (c.name.clone(), c.velero_namespace.clone())).collect(),
@@ -291,7 +315,7 @@ impl LoadedConfig {
             .collect();
         let mappings = NamespaceMappings::new(mappings, protected)
             .map_err(|source| ConfigError::Mapping { path: path.into(), source: Box::new(source) })?;
-        Ok(Self { config, path: path.into(), base_dir, mappings })
+        Ok(Self { config, path: path.into(), base_dir, mappings, priorities })
     }
 
     pub fn store_config(&self, location: &LocationConfig) -> StoreConfig {
@@ -370,6 +394,22 @@ namespaceMappings:
         assert_eq!(c.resolve_path(Path::new("inv")), Path::new("/etc/ferry/inv"));
         assert_eq!(c.mappings.target_namespace("cluster-a", "cluster-b", "team-a").unwrap(), "team-a-dr");
         assert!(c.config.materialize.velero_backups);
+    }
+
+    #[test]
+    fn dependencies_section() {
+        let c = load(GOOD).unwrap();
+        assert_eq!(c.priorities, Priorities::velero_default());
+        let text = format!(
+            "{GOOD}dependencies:\n  priorities: \"namespaces,configmaps,-,services\"\n  rules:\n    - {{kind: Ingress, after: services, selector: {{namespace: shop}}}}\n"
+        );
+        let c = load(&text).unwrap();
+        assert_eq!(c.priorities.to_string(), "namespaces,configmaps,-,services");
+        assert_eq!(c.config.dependencies.rules[0].to_string(), "Ingress[namespace=shop] after services");
+        let err = load(&text.replace("-,services", "-,services,-")).unwrap_err().to_string();
+        assert!(err.contains("only one \"-\""), "{err}");
+        let err = load(&text.replace("selector:", "selectr:")).unwrap_err().to_string();
+        assert!(err.contains("selectr"), "{err}");
     }
 
     #[test]

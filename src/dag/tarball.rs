@@ -1,0 +1,277 @@
+//! A backup tarball (`<name>.tar.gz`) → [`Object`]s, streaming (flate2 + tar) over any `impl Read`, so a
+//! multi-gigabyte backup is never held in memory whole.
+//!
+//! Layout (velero.md §2): items are at `resources/<resource.group>/namespaces/<ns>/<name>.json` or
+//! `resources/<resource.group>/cluster/<name>.json`. Velero writes each preferred-version item a second time under
+//! `<version>-preferredversion/`, and other versions under `<version>/` with `EnableAPIGroupVersions`; those are
+//! copies of the same objects and are skipped (as Velero's restore-side `archive.Parse` does).
+
+use std::io::Read;
+
+use flate2::read::MultiGzDecoder;
+use serde::Serialize;
+
+use super::node::Object;
+use super::object_json;
+
+/// Items larger than this are reported and skipped (a Kubernetes object is at most ~1.5 MiB in etcd).
+pub const MAX_ITEM_BYTES: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TarballError {
+    #[error("not a readable gzip tar archive after {entries} entries: {source}")]
+    Archive { entries: usize, source: std::io::Error },
+}
+
+/// An item that could not be used; the rest of the tarball is unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ItemError {
+    pub path: String,
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TarballContents {
+    pub objects: Vec<Object>,
+    pub errors: Vec<ItemError>,
+    /// Preferred-version and other-version copies skipped.
+    pub copies: usize,
+    /// `metadata/version`, e.g. `1.1.0`.
+    pub format_version: Option<String>,
+}
+
+/// Where an entry is in the tarball's layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemPath<'p> {
+    Item {
+        resource: &'p str,
+        namespace: &'p str,
+        name: &'p str,
+    },
+    /// A version directory's copy of an item.
+    Copy,
+    /// Not under `resources/` (metadata, …) or not an item.
+    Other,
+}
+
+/// Parses an entry path; `None` for a path under `resources/` that fits no layout.
+pub fn item_path(path: &str) -> Option<ItemPath<'_>> {
+    let Some(rest) = path.strip_prefix("resources/") else { return Some(ItemPath::Other) };
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        [resource, "namespaces", ns, file] if !resource.is_empty() && !ns.is_empty() => item(resource, ns, file),
+        [resource, "cluster", file] if !resource.is_empty() => item(resource, "", file),
+        [_, _version, "namespaces", _, _] | [_, _version, "cluster", _] => Some(ItemPath::Copy),
+        // Directory entries some tar writers add.
+        [_] | [_, ""] | [_, _, ""] | [_, _, _, ""] => Some(ItemPath::Other),
+        _ => None,
+    }
+}
+
+fn item<'p>(resource: &'p str, namespace: &'p str, file: &'p str) -> Option<ItemPath<'p>> {
+    let name = file.strip_suffix(".json").filter(|n| !n.is_empty())?;
+    Some(ItemPath::Item { resource, namespace, name })
+}
+
+/// Reads every item of a gzip tarball. A corrupt stream is an error; a bad item is reported and skipped.
+pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
+    let mut archive = tar::Archive::new(MultiGzDecoder::new(reader));
+    let mut out = TarballContents::default();
+    let entries = archive.entries().map_err(|source| TarballError::Archive { entries: 0, source })?;
+    for (read_before, entry) in entries.enumerate() {
+        let mut entry = entry.map_err(|source| TarballError::Archive { entries: read_before, source })?;
+        let entries_read = read_before + 1;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let path = match entry.path() {
+            Ok(p) => p.to_string_lossy().into_owned(),
+            Err(e) => {
+                out.errors.push(ItemError { path: String::from("?"), error: format!("unreadable path: {e}") });
+                continue;
+            }
+        };
+        let size = entry.header().size().unwrap_or(u64::MAX);
+        if path == "metadata/version" && size < 64 {
+            let mut text = String::new();
+            if entry.read_to_string(&mut text).is_ok() {
+                out.format_version = Some(text.trim().to_string());
+            }
+            continue;
+        }
+        let (resource, namespace, name) = match item_path(&path) {
+            Some(ItemPath::Item { resource, namespace, name }) => (resource, namespace, name),
+            Some(ItemPath::Copy) => {
+                out.copies += 1;
+                continue;
+            }
+            Some(ItemPath::Other) => continue,
+            None => {
+                out.errors.push(ItemError { path, error: "not in Velero's resources/ layout".into() });
+                continue;
+            }
+        };
+        if size > MAX_ITEM_BYTES {
+            out.errors.push(ItemError { path, error: format!("larger than {MAX_ITEM_BYTES} bytes") });
+            continue;
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        if let Err(source) = (&mut entry).take(MAX_ITEM_BYTES).read_to_end(&mut bytes) {
+            return Err(TarballError::Archive { entries: entries_read, source });
+        }
+        match object_json::parse(&bytes, Some(resource)) {
+            Ok(object) if object.namespace != namespace || object.name != name => out.errors.push(ItemError {
+                error: format!("the file is {namespace}/{name} but the object is {}/{}", object.namespace, object.name),
+                path,
+            }),
+            Ok(object) => out.objects.push(object),
+            Err(e) => out.errors.push(ItemError { path, error: e.to_string() }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dag::{Graph, Priorities, layers};
+    use crate::fixture::{self, FixtureSpec};
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use proptest::prelude::*;
+
+    fn fixture_tarball() -> Vec<u8> {
+        let spec = FixtureSpec::default();
+        let objects = fixture::objects_for(&spec, 0);
+        objects.into_iter().find(|o| o.key.ends_with(".tar.gz")).expect("a tarball").body.to_vec()
+    }
+
+    fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, data) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o755);
+            header.set_entry_type(tar::EntryType::Regular);
+            tar.append_data(&mut header, path, *data).unwrap();
+        }
+        tar.into_inner().unwrap()
+    }
+
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn item_paths() {
+        let cases: &[(&str, Option<ItemPath<'_>>)] = &[
+            (
+                "resources/pods/namespaces/a/p.json",
+                Some(ItemPath::Item { resource: "pods", namespace: "a", name: "p" }),
+            ),
+            (
+                "resources/persistentvolumes/cluster/pv-1.json",
+                Some(ItemPath::Item { resource: "persistentvolumes", namespace: "", name: "pv-1" }),
+            ),
+            ("resources/pods/v1-preferredversion/namespaces/a/p.json", Some(ItemPath::Copy)),
+            ("resources/deployments.apps/v1beta1/namespaces/a/d.json", Some(ItemPath::Copy)),
+            ("resources/pods/v1-preferredversion/cluster/x.json", Some(ItemPath::Copy)),
+            ("metadata/version", Some(ItemPath::Other)),
+            ("resources/pods/", Some(ItemPath::Other)),
+            ("resources/pods/namespaces/a/p.yaml", None),
+            ("resources/pods/namespaces/a/.json", None),
+            ("resources/pods/elsewhere/a/b/c/d.json", None),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(&item_path(path), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn reads_the_fixture_tarball_once_per_item() {
+        let contents = read(fixture_tarball().as_slice()).unwrap();
+        assert!(contents.errors.is_empty(), "{:?}", contents.errors);
+        assert_eq!(contents.format_version.as_deref(), Some("1.1.0"));
+        assert_eq!(contents.copies, contents.objects.len(), "each item has one preferred-version copy");
+        let pods: Vec<_> = contents.objects.iter().filter(|o| o.kind == "Pod").collect();
+        assert!(!pods.is_empty() && pods.iter().all(|p| p.owners.len() == 1 && p.resource == "pods"));
+        let graph = Graph::build(contents.objects, &Priorities::velero_default(), &[]);
+        assert!(graph.report.cycles.is_empty());
+        assert!(graph.report.duplicates.is_empty());
+        // Every owner is in the backup; the StorageClass is not (the fixture does not back it up).
+        assert!(graph.report.external.iter().all(|e| e.target.starts_with("StorageClass.storage.k8s.io gp3-csi")));
+        let l = layers(&graph);
+        assert!(l.never_ready.is_empty());
+        assert!(l.layers[0].iter().all(|v| graph.object(*v).unwrap().kind == "Namespace"));
+    }
+
+    #[test]
+    fn bad_input() {
+        assert!(read(&b"not gzip at all"[..]).is_err());
+        let mut truncated = fixture_tarball();
+        truncated.truncate(truncated.len() / 2);
+        assert!(read(truncated.as_slice()).is_err());
+        let items = tar_of(&[
+            ("resources/pods/namespaces/a/bad.json", b"{not json"),
+            ("resources/pods/namespaces/a/nokind.json", br#"{"apiVersion":"v1","metadata":{"name":"nokind"}}"#),
+            ("resources/pods/namespaces/a/nometa.json", br#"{"apiVersion":"v1","kind":"Pod"}"#),
+            (
+                "resources/pods/namespaces/a/other.json",
+                br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"a"}}"#,
+            ),
+            (
+                "resources/pods/namespaces/a/ok.json",
+                br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ok","namespace":"a"}}"#,
+            ),
+            ("resources/pods/namespaces/a/b/c.json", b"{}"),
+        ]);
+        let contents = read(gz(&items).as_slice()).unwrap();
+        assert_eq!(contents.objects.len(), 1);
+        let errors: Vec<String> = contents.errors.iter().map(|e| format!("{}: {}", e.path, e.error)).collect();
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        assert!(errors[0].contains("bad.json: not valid JSON"));
+        assert!(errors[1].contains("nokind.json: missing kind"));
+        assert!(errors[2].contains("nometa.json: missing metadata"));
+        assert!(errors[3].contains("the file is a/other but the object is a/x"));
+        assert!(errors[4].contains("not in Velero's resources/ layout"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096), gzip in any::<bool>()) {
+            let input = if gzip { gz(&bytes) } else { bytes };
+            let _ = read(input.as_slice());
+        }
+
+        #[test]
+        fn mutated_tarballs_never_panic(
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+        ) {
+            // Mutate the tar stream (headers, sizes, JSON), then gzip it, so the tar and JSON parsers see it.
+            static PLAIN: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+            let mut tar = PLAIN
+                .get_or_init(|| {
+                    let mut plain = Vec::new();
+                    MultiGzDecoder::new(fixture_tarball().as_slice()).read_to_end(&mut plain).unwrap();
+                    plain
+                })
+                .clone();
+            for (at, byte) in flips {
+                let i = at.index(tar.len());
+                tar[i] = byte;
+            }
+            if let Some(cut) = cut {
+                tar.truncate(cut.index(tar.len()));
+            }
+            if let Ok(contents) = read(gz(&tar).as_slice()) {
+                let _ = layers(&Graph::build(contents.objects, &Priorities::velero_default(), &[]));
+            }
+        }
+    }
+}
