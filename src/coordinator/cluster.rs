@@ -71,6 +71,8 @@ pub struct ClusterRecord {
     pub desired: Arc<DesiredSet>,
     /// The agent's latest outcome per item of `desired` (results for older versions are dropped).
     pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
+    /// Counts inventory changes, so a DesiredSet can say which inventory it was planned from.
+    pub generation: u64,
 }
 
 impl ClusterRecord {
@@ -82,6 +84,7 @@ impl ClusterRecord {
             last_seen: None,
             desired: Arc::new(DesiredSet::default()),
             results: HashMap::new(),
+            generation: 0,
         }
     }
 
@@ -114,6 +117,8 @@ impl ClusterRecord {
             }
         }
         self.objects.extend(fresh);
+        // Every snapshot counts (even an unchanged one): a stream waits for a set planned after it.
+        self.generation += 1;
         (changed, rejected)
     }
 
@@ -132,6 +137,9 @@ impl ClusterRecord {
         }
         for r in deletes {
             changed |= self.objects.remove(&ObjectKey::of_ref(r)).is_some();
+        }
+        if changed {
+            self.generation += 1;
         }
         (changed, rejected)
     }

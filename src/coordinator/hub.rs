@@ -30,10 +30,17 @@ pub enum HubError {
     Replaced(String),
 }
 
+/// A published DesiredSet and the inventory generation of its cluster it was planned from.
+#[derive(Debug, Default)]
+pub struct Published {
+    pub set: Arc<DesiredSet>,
+    pub generation: u64,
+}
+
 /// What a session needs to follow its cluster.
 pub struct SessionHandle {
     pub id: u64,
-    pub desired: watch::Receiver<Arc<DesiredSet>>,
+    pub desired: watch::Receiver<Arc<Published>>,
     pub current_session: watch::Receiver<u64>,
 }
 
@@ -58,7 +65,7 @@ impl LocationState {
 
 struct ClusterEntry {
     record: ClusterRecord,
-    desired: watch::Sender<Arc<DesiredSet>>,
+    desired: watch::Sender<Arc<Published>>,
     current_session: watch::Sender<u64>,
 }
 
@@ -68,14 +75,15 @@ struct HubState {
     locations: Vec<LocationState>,
     /// Clusters whose inputs changed since their last recompute.
     dirty: BTreeSet<String>,
-    /// Clusters whose DesiredSet must be published after the next recompute even if its version did not
-    /// change (a session just sent its snapshot and waits for the current set).
-    resend: BTreeSet<String>,
+    /// Clusters whose DesiredSet must be published even if its version did not change, once it is planned
+    /// from at least this inventory generation (a session just sent its last snapshot and waits for a set).
+    resend: BTreeMap<String, u64>,
 }
 
 /// Everything one recompute needs, copied out of the lock.
 pub struct RecomputeInputs {
-    pub clusters: Vec<ClusterState>,
+    /// Each dirty cluster's planner input and the inventory generation it was taken at.
+    pub clusters: Vec<(ClusterState, u64)>,
     pub catalogs: Vec<Arc<LocationCatalog>>,
     pub complete: bool,
 }
@@ -102,7 +110,7 @@ impl Hub {
                 let name = config.name.clone();
                 let entry = ClusterEntry {
                     record: ClusterRecord::new(config),
-                    desired: watch::Sender::new(Arc::new(DesiredSet::default())),
+                    desired: watch::Sender::new(Arc::new(Published::default())),
                     current_session: watch::Sender::new(0),
                 };
                 (name, entry)
@@ -168,22 +176,31 @@ impl Hub {
         self.with_session(cluster, id, now, |_| ())
     }
 
-    pub fn snapshot(&self, cluster: &str, id: u64, now: SystemTime, snapshot: &Snapshot) -> Result<Ack, HubError> {
+    /// Applies a snapshot; returns the Ack and the cluster's inventory generation after it.
+    pub fn snapshot(
+        &self,
+        cluster: &str,
+        id: u64,
+        now: SystemTime,
+        snapshot: &Snapshot,
+    ) -> Result<(Ack, u64), HubError> {
         let resource = snapshot.resource.clone().unwrap_or_default();
-        let ack = self.with_session(cluster, id, now, |state| {
-            let (_, rejected) = record_mut(state, cluster).apply_snapshot(&resource, &snapshot.items);
+        let (ack, generation) = self.with_session(cluster, id, now, |state| {
+            let record = record_mut(state, cluster);
+            let (_, rejected) = record.apply_snapshot(&resource, &snapshot.items);
+            let generation = record.generation;
             state.dirty.insert(cluster.to_string());
             if snapshot.last {
-                // Publish even an unchanged set: the stream waits for its first one.
-                state.resend.insert(cluster.to_string());
+                // Publish even an unchanged set: the stream waits for one planned from this inventory.
+                state.resend.insert(cluster.to_string(), generation);
             }
-            Ack { of: "snapshot".into(), rejected }
+            (Ack { of: "snapshot".into(), rejected }, generation)
         })?;
         // Plan once the whole inventory is in, not after each type.
         if snapshot.last {
             self.changed.notify_one();
         }
-        Ok(ack)
+        Ok((ack, generation))
     }
 
     pub fn delta(
@@ -258,22 +275,28 @@ impl Hub {
     pub fn take_dirty(&self) -> RecomputeInputs {
         let mut state = self.lock();
         let dirty = std::mem::take(&mut state.dirty);
-        let clusters =
-            dirty.iter().filter_map(|name| state.clusters.get(name)).map(|e| e.record.cluster_state()).collect();
+        let clusters = dirty
+            .iter()
+            .filter_map(|name| state.clusters.get(name))
+            .map(|e| (e.record.cluster_state(), e.record.generation))
+            .collect();
         let (catalogs, complete) = catalogs(&state.locations);
         RecomputeInputs { clusters, catalogs, complete }
     }
 
-    /// Installs a computed set and publishes it to the cluster's session if its version changed (or the
-    /// session asked for it). Returns whether it was published.
-    pub fn publish(&self, cluster: &str, desired: DesiredSet) -> bool {
+    /// Installs a set planned from inventory `generation` and publishes it to the cluster's session if its
+    /// version changed (or the session waits for a set planned from at least that generation). Returns
+    /// whether it was published.
+    pub fn publish(&self, cluster: &str, desired: DesiredSet, generation: u64) -> bool {
         let mut state = self.lock();
-        let resend = state.resend.remove(cluster);
+        let resend = match state.resend.get(cluster) {
+            Some(&wanted) if generation >= wanted => state.resend.remove(cluster).is_some(),
+            _ => false,
+        };
         let Some(entry) = state.clusters.get_mut(cluster) else { return false };
-        let desired = Arc::new(desired);
-        let changed = entry.record.set_desired(desired.clone());
+        let changed = entry.record.set_desired(Arc::new(desired));
         if changed || resend {
-            entry.desired.send_replace(entry.record.desired.clone());
+            entry.desired.send_replace(Arc::new(Published { set: entry.record.desired.clone(), generation }));
         }
         changed || resend
     }
@@ -354,4 +377,44 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
         && a.skipped == b.skipped
         && a.backups.len() == b.backups.len()
         && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::convert::{inventory_item, watched_types};
+    use crate::resolve::ProtectedNamespaces;
+
+    fn hub() -> Hub {
+        let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
+        let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
+        let cluster = ClusterState { name: "b".into(), velero_namespace: "velero".into(), ..Default::default() };
+        Hub::new(Settings::default(), mappings, vec![cluster], Vec::new())
+    }
+
+    #[test]
+    fn a_waiting_stream_gets_only_a_set_planned_from_its_whole_inventory() {
+        let hub = hub();
+        let now = SystemTime::UNIX_EPOCH;
+        let mut session = hub.open_session("b", &Hello::default(), now).expect("session");
+        // A recompute takes its inputs before the agent's last snapshot is in...
+        let early = hub.take_dirty();
+        let resource = watched_types().remove(0);
+        let item = inventory_item("Namespace", &serde_json::json!({"metadata": {"name": "team-a"}}));
+        let snapshot = Snapshot { items: vec![item], resource: Some(resource), last: true };
+        let (_, generation) = hub.snapshot("b", session.id, now, &snapshot).expect("snapshot");
+        assert!(early.clusters.is_empty(), "nothing was dirty yet");
+        // ...so a set planned from the older generation is marked as such (the session, ready at `generation`,
+        // skips it) and does not count as the set the stream waits for.
+        let planned = DesiredSet { version: "v".into(), ..Default::default() };
+        assert!(hub.publish("b", planned.clone(), generation - 1), "a new version is published");
+        assert_eq!(session.desired.borrow_and_update().generation, generation - 1);
+        // The next pass plans from the snapshot: published again although the version is the same.
+        let inputs = hub.take_dirty();
+        assert_eq!(inputs.clusters[0].1, generation);
+        assert!(hub.publish("b", planned.clone(), generation), "the waiting stream gets it");
+        let published = session.desired.borrow_and_update().clone();
+        assert_eq!((published.set.version.as_str(), published.generation), ("v", generation));
+        assert!(!hub.publish("b", planned, generation), "same version, nobody waiting: not sent again");
+    }
 }

@@ -225,10 +225,10 @@ pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
     let inputs = hub.take_dirty();
     let started = std::time::Instant::now();
     let mut published = 0;
-    for cluster in &inputs.clusters {
+    for (cluster, generation) in &inputs.clusters {
         let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete);
         let (items, version) = (desired.items.len(), desired.version.clone());
-        if hub.publish(&cluster.name, desired) {
+        if hub.publish(&cluster.name, desired, *generation) {
             published += 1;
             tracing::debug!(cluster = %cluster.name, items, %version, "desired set published");
         }

@@ -108,7 +108,7 @@ impl Federation for FederationService {
         tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
         let (tx, rx) = mpsc::channel(16);
         let session =
-            SessionTask { hub: self.hub.clone(), cluster, handle, tx, shutdown: self.shutdown.clone(), ready: false };
+            SessionTask { hub: self.hub.clone(), cluster, handle, tx, shutdown: self.shutdown.clone(), ready: None };
         tokio::spawn(session.run(inbound));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -151,8 +151,8 @@ struct SessionTask {
     handle: SessionHandle,
     tx: mpsc::Sender<Result<CoordinatorMessage, Status>>,
     shutdown: watch::Receiver<bool>,
-    /// The agent sent its last initial snapshot: DesiredSets may be sent.
-    ready: bool,
+    /// The inventory generation after the agent's last initial snapshot, once it arrived.
+    ready: Option<u64>,
 }
 
 impl SessionTask {
@@ -191,14 +191,17 @@ impl SessionTask {
                     if changed.is_err() {
                         return End::Goodbye("the coordinator is shutting down".into());
                     }
-                    let desired = self.handle.desired.borrow_and_update().clone();
-                    // Before the inventory is complete, a set would be planned from part of it.
-                    if !self.ready {
+                    let published = self.handle.desired.borrow_and_update().clone();
+                    // Only sets planned from the whole inventory the agent sent on connecting: one planned a
+                    // moment before its last snapshot arrived was planned from part of it.
+                    if self.ready.is_none_or(|ready| published.generation < ready) {
                         continue;
                     }
+                    let desired = &published.set;
                     if desired.version != last_sent || desired.version.is_empty() {
                         last_sent = desired.version.clone();
-                        let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet((*desired).clone())) };
+                        let message =
+                            CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet((**desired).clone())) };
                         if self.tx.send(Ok(message)).await.is_err() {
                             return End::AgentClosed;
                         }
@@ -219,8 +222,12 @@ impl SessionTask {
         let (hub, cluster, id) = (&self.hub, self.cluster.as_str(), self.handle.id);
         let ack = match message.body {
             Some(AgentBody::Snapshot(snapshot)) => {
-                self.ready |= snapshot.last;
-                hub.snapshot(cluster, id, now, &snapshot)
+                hub.snapshot(cluster, id, now, &snapshot).map(|(ack, generation)| {
+                    if snapshot.last && self.ready.is_none() {
+                        self.ready = Some(generation);
+                    }
+                    ack
+                })
             }
             Some(AgentBody::Delta(delta)) => hub.delta(cluster, id, now, &delta.upserts, &delta.deletes),
             Some(AgentBody::ApplyResult(result)) => hub.apply_result(cluster, id, now, &result),
