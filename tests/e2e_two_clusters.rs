@@ -235,6 +235,60 @@ async fn two_clusters_end_to_end() {
     assert!(identity.status.success());
     assert!(String::from_utf8_lossy(&identity.stdout).contains("NonAdminRestore"), "identity: use NAC's NAR");
 
+    // `--wait` follows the Restore until a terminal phase. No Velero server runs on the bed, so the test writes
+    // the progress and phase as Velero would (Velero's Restore CRD has no status subresource).
+    let mut waiting = std::process::Command::new(FERRY)
+        .args([
+            "restore",
+            &mapped,
+            "--cluster",
+            "b",
+            "--name",
+            "waited-restore",
+            "--wait",
+            "--timeout",
+            "60s",
+            "--config",
+        ])
+        .arg(ferry.config_path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ferry restore --wait");
+    let restores = api(&b, "velero.io", "v1", "Restore", Some(VELERO_NS));
+    eventually("the waited Restore exists", WAIT, || async { get(&restores, "waited-restore").await }).await;
+    let patch = |status: Value| kube::api::Patch::Merge(json!({"status": status}));
+    let params = kube::api::PatchParams::default();
+    restores
+        .patch(
+            "waited-restore",
+            &params,
+            &patch(json!({"phase": "InProgress", "progress": {"itemsRestored": 3, "totalItems": 9}})),
+        )
+        .await
+        .expect("progress");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    restores
+        .patch(
+            "waited-restore",
+            &params,
+            &patch(json!({"phase": "Completed", "progress": {"itemsRestored": 9, "totalItems": 9}})),
+        )
+        .await
+        .expect("completed");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = waiting.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(started.elapsed() < WAIT, "ferry restore --wait did not end");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let mut printed = String::new();
+    std::io::Read::read_to_string(&mut waiting.stdout.take().expect("stdout"), &mut printed).expect("read");
+    assert!(status.success(), "{printed}");
+    assert!(printed.contains("phase InProgress  items 3/9"), "{printed}");
+    assert!(printed.contains("phase Completed  items 9/9"), "{printed}");
+
     // --- 4. A backup Velero already synced (Backup CR, no PVBs) gets its PVBs ---------------------------------
     let synced_pvbs_b = eventually("PVBs of the Velero-synced backup", WAIT, || async {
         let found = pvbs_of(&b, synced).await;
