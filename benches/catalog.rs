@@ -5,6 +5,8 @@
 
 #[path = "../tests/support/minio.rs"]
 mod minio;
+#[path = "support/proc_status.rs"]
+mod proc_status;
 
 use std::process::Command;
 use std::time::Instant;
@@ -62,12 +64,7 @@ fn peak_rss_kb() -> u64 {
 }
 
 fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    proc_status::own_kb(field)
 }
 
 fn store_config(url: &str, endpoint: Option<&str>) -> StoreConfig {

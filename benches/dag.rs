@@ -8,6 +8,9 @@
 //! `cargo bench --bench dag` (sizes from `FERRY_DAG_BENCH_SIZES`, default `100000,1000000`); without `--bench`
 //! (as `cargo test --all-targets` runs it) a small smoke run checks the benchmark itself.
 
+#[path = "support/proc_status.rs"]
+mod proc_status;
+
 use std::process::Command;
 use std::time::Instant;
 
@@ -140,12 +143,7 @@ fn cpu_ms() -> f64 {
 }
 
 fn rss_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    proc_status::own_kb(field)
 }
 
 /// One size, in this process; prints one result line.

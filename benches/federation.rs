@@ -5,6 +5,9 @@
 //! coordinator's peak RSS and CPU time. Run with `e2e/bench-federation` (agents from `FERRY_BENCH_AGENTS`,
 //! default 1000); `cargo test --all-targets` runs a smoke version with a few agents.
 
+#[path = "support/proc_status.rs"]
+mod proc_status;
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -61,15 +64,6 @@ fn inventory() -> Vec<(ResourceType, Vec<InventoryItem>)> {
         push("Backup", backup);
     }
     by_kind
-}
-
-fn proc_field(pid: u32, file: &str, key: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// User + system CPU seconds of a process.
@@ -142,7 +136,7 @@ async fn bench() -> anyhow::Result<()> {
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let line = lines.next_line().await?.unwrap_or_default();
     let addr = line.strip_prefix("listening on ").unwrap_or_default().to_string();
-    let idle_rss_kb = proc_field(pid, "status", "VmRSS:");
+    let idle_rss_kb = proc_status::process_kb(pid, "VmRSS:");
 
     let inventory = inventory();
     let objects: usize = inventory.iter().map(|(_, i)| i.len()).sum();
@@ -171,7 +165,7 @@ async fn bench() -> anyhow::Result<()> {
     }
     let accept_all = started.elapsed();
     let cpu_accept = cpu_seconds(pid) - cpu_before;
-    let rss_connected_kb = proc_field(pid, "status", "VmRSS:");
+    let rss_connected_kb = proc_status::process_kb(pid, "VmRSS:");
     let reconnects: u64 = clients.iter().map(|c| c.link().borrow().connects.saturating_sub(1)).sum();
     eprintln!("   all snapshots accepted and planned in {:.2} s ({reconnects} reconnects)", accept_all.as_secs_f64());
 
@@ -202,7 +196,7 @@ async fn bench() -> anyhow::Result<()> {
     }
     let cpu_changes = cpu_seconds(pid) - cpu_before;
     latencies.sort();
-    let peak_rss_kb = proc_field(pid, "status", "VmHWM:");
+    let peak_rss_kb = proc_status::process_kb(pid, "VmHWM:");
 
     println!();
     println!(
