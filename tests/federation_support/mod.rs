@@ -91,9 +91,8 @@ impl Bed {
         let listener = loop {
             match TcpListener::bind(addr).await {
                 Ok(l) => break l,
-                Err(e) if tries < 50 => {
+                Err(_) if tries < 50 => {
                     tries += 1;
-                    let _ = e;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(e) => panic!("rebind {addr}: {e}"),
