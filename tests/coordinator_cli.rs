@@ -54,15 +54,20 @@ fn http_get(addr: &str, path: &str) -> (u16, String) {
 }
 
 fn status(bed: &Bed, addr: &str, extra: &[&str]) -> std::process::Output {
+    status_as(bed, addr, "operator-admin", extra)
+}
+
+/// `ferry status` presenting the certificate `<stem>.pem` of the bed's PKI.
+fn status_as(bed: &Bed, addr: &str, stem: &str, extra: &[&str]) -> std::process::Output {
     std::process::Command::new(FERRY)
         .arg("status")
         .args(["--coordinator", &format!("https://{addr}")])
         .arg("--tls-ca")
         .arg(bed.pki("ca.pem"))
         .arg("--tls-cert")
-        .arg(bed.pki("operator-admin.pem"))
+        .arg(bed.pki(&format!("{stem}.pem")))
         .arg("--tls-key")
-        .arg(bed.pki("operator-admin-key.pem"))
+        .arg(bed.pki(&format!("{stem}-key.pem")))
         .args(["--tls-server-name", "localhost"])
         .args(extra)
         .output()
@@ -120,17 +125,7 @@ async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm(
     assert!(String::from_utf8_lossy(&yaml.stdout).contains("caller: operator/admin"));
 
     // A wrong identity for the rpc: an agent certificate may not read status.
-    let denied = std::process::Command::new(FERRY)
-        .arg("status")
-        .args(["--coordinator", &format!("https://{addr}"), "--tls-server-name", "localhost"])
-        .arg("--tls-ca")
-        .arg(bed.pki("ca.pem"))
-        .arg("--tls-cert")
-        .arg(bed.pki("cluster-cluster-b.pem"))
-        .arg("--tls-key")
-        .arg(bed.pki("cluster-cluster-b-key.pem"))
-        .output()
-        .expect("run");
+    let denied = status_as(&bed, &addr, "cluster-cluster-b", &[]);
     assert!(!denied.status.success());
     assert!(String::from_utf8_lossy(&denied.stderr).contains("PermissionDenied"));
 

@@ -3,7 +3,6 @@
 //! (resource-list fallback).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -12,14 +11,10 @@ const APPS: &str = "apps-hourly-20261101060000";
 const TEAM_A: &str = "team-a-nightly-0-95d9a714-3e7e-4d0b-a93f-337765bf80e0";
 const TEAM_B: &str = "team-b-nightly-1-1483357a-89a1-436b-8e7a-8a577c1b49f4";
 
-fn ferry(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("FERRY_LOG", "warn")
-        .output()
-        .expect("run ferry")
-}
+#[path = "cli_support/mod.rs"]
+mod cli_support;
+
+use cli_support::ferry;
 
 fn stdout(out: &std::process::Output) -> String {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

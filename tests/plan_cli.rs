@@ -1,17 +1,11 @@
 //! `ferry plan` as a user runs it: the bundled example, output formats, exit codes.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn ferry(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("FERRY_LOG", "warn")
-        .output()
-        .expect("run ferry")
-}
+#[path = "cli_support/mod.rs"]
+mod cli_support;
+
+use cli_support::ferry;
 
 fn plan_json() -> Value {
     let out = ferry(&["plan", "--config", "examples/ferry.yaml", "-o", "json", "--now", "2026-11-15T00:00:00Z"]);
