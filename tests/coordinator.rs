@@ -401,3 +401,49 @@ async fn results_for_an_old_version_are_not_counted() {
     agent.shutdown().await;
     coordinator.shutdown().await.expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_agent_says_its_cluster_serves_decides_whether_it_gets_non_admin_backups() {
+    use ferry::agent::discovery::ApiState;
+    let bed = Bed::new();
+    let coordinator = bed.start(fast_settings()).await;
+    // A plain-Velero cluster: the same inventory without the NonAdminBackup kind, as its agent would publish it.
+    let inventory: Vec<_> = cluster_b_inventory().into_iter().filter(|(t, _)| t.kind != "NonAdminBackup").collect();
+    let mut apis = ApiState::default();
+    let velero: std::collections::BTreeSet<String> =
+        ["BackupStorageLocation", "Backup", "PodVolumeBackup"].into_iter().map(String::from).collect();
+    apis.observe(&velero);
+    for (t, _) in &inventory {
+        apis.mark_listed(&t.kind);
+    }
+    apis.set_velero_version(Some("v1.18.3".into()));
+    let client = ferry::grpc::agent_client::AgentClient::spawn_with_apis(
+        bed.agent_config(coordinator.addr, "cluster-b"),
+        inventory,
+        Some(apis.cluster_apis()),
+    );
+    let is_nab = |i: &ferry::grpc::proto::DesiredItem| i.r#ref.as_ref().is_some_and(|r| r.kind == "NonAdminBackup");
+    let plain = wait_desired(&client, |d| d.complete && !d.items.is_empty()).await;
+    assert!(!plain.items.iter().any(is_nab), "no NonAdminBackups for a cluster without OADP");
+    let reasons: Vec<&str> = plain.items.iter().map(|i| i.reason.as_str()).collect();
+    assert!(reasons.iter().any(|r| r.contains("serves no NonAdminBackups")), "{reasons:?}");
+    let mut operator = bed.operator(coordinator.addr).await;
+    let status = operator.get_status(GetStatusRequest { cluster: String::new() }).await.expect("status").into_inner();
+    let b = status.clusters.iter().find(|c| c.cluster == "cluster-b").expect("cluster-b");
+    let said = b.apis.as_ref().expect("status carries what the agent said");
+    assert_eq!(said.velero_version, "v1.18.3");
+    assert!(!said.served.iter().any(|t| t.kind == "NonAdminBackup"));
+
+    // OADP appears: the agent publishes the kind's first list, then says it serves it.
+    let nab_kind = watched_types().into_iter().find(|t| t.kind == "NonAdminBackup").expect("NAB type");
+    let nab_items = cluster_b_inventory().into_iter().find(|(t, _)| t.kind == "NonAdminBackup").expect("NABs").1;
+    let mut with_oadp = velero.clone();
+    with_oadp.insert("NonAdminBackup".into());
+    apis.observe(&with_oadp);
+    client.publish_snapshot(nab_kind, nab_items);
+    assert!(apis.mark_listed("NonAdminBackup"));
+    client.set_apis(apis.cluster_apis());
+    let oadp = wait_desired(&client, |d| d.complete && d.items.iter().any(is_nab)).await;
+    assert_ne!(oadp.version, plain.version);
+    client.shutdown().await;
+}

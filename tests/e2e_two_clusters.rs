@@ -14,46 +14,12 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use e2e::*;
-use ferry::catalog::{BackupFile, Layout};
 use ferry::fixture::{self, FixtureSpec};
 use ferry::model::{BackupPhase, labels};
 use kube::api::ListParams;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A NAC backup of `nab` in tenant namespace `ns`: (name = NACUUID, velero-backup.json, its PVBs).
-fn nac_backup(ns: &str, nab: &str, uuid: &str) -> (String, Value, Vec<Value>) {
-    let nacuuid = fixture::nac_object_uuid(ns, nab, uuid);
-    let backup = fixture::nac_backup_json(ns, nab, &nacuuid, BackupPhase::Completed);
-    let uid = backup["metadata"]["uid"].as_str().unwrap_or_default().to_string();
-    let pvbs = (0..2).map(|i| fixture::pod_volume_backup_json(&nacuuid, &uid, ns, i)).collect();
-    (nacuuid, backup, pvbs)
-}
-
-fn gzip_json(value: &Value) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    let mut text = serde_json::to_vec(value).expect("json");
-    text.push(b'\n');
-    encoder.write_all(&text).expect("gzip");
-    encoder.finish().expect("gzip")
-}
-
-/// Writes a backup's metadata and PVB file as Velero does (PVB file first: the metadata's presence is what
-/// makes a backup exist).
-async fn put_backup(bed: &TestBed, name: &str, backup: &Value, pvbs: &[Value]) {
-    let store = bed.store();
-    let layout = Layout::new(PREFIX);
-    let pvb_body = if pvbs.is_empty() { gzip_json(&Value::Null) } else { gzip_json(&Value::Array(pvbs.to_vec())) };
-    for (key, body) in [
-        (layout.key(name, BackupFile::PodVolumeBackups), pvb_body),
-        (layout.key(name, BackupFile::Metadata), serde_json::to_vec_pretty(backup).expect("json")),
-    ] {
-        store.objects.put(&ObjectPath::from(key.as_str()), PutPayload::from(body)).await.expect("put");
-    }
-}
 
 fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
     object.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str)

@@ -78,3 +78,57 @@ fn config_and_location_errors_exit_non_zero_with_the_cause() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The example's config, reading the example bucket, with cluster B's inventory copied without its
+/// NonAdminBackup list (a plain-Velero cluster), and `extra` appended to the cluster's entry.
+fn plain_velero_plan(extra: &str) -> Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory");
+    std::fs::create_dir(&inventory).unwrap();
+    for file in ["backups.json", "backupstoragelocations.json", "namespaces.json"] {
+        std::fs::copy(root.join("inventories/cluster-b").join(file), inventory.join(file)).unwrap();
+    }
+    let config = dir.path().join("ferry.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "locations:\n  - {{name: shared, url: 'file://{}', bucket: velero-backups, prefix: velero, sourceCluster: cluster-a}}\n\
+             clusters:\n  - name: cluster-b\n    veleroNamespace: openshift-adp\n    inventory: inventory\n{extra}\
+             namespaceMappings:\n  - {{from: cluster-a, to: cluster-b, namespaces: {{team-a: team-a-dr}}}}\n",
+            root.join("bucket").display()
+        ),
+    )
+    .unwrap();
+    let out = ferry(&["plan", "--config", config.to_str().unwrap(), "-o", "json", "--now", "2026-11-15T00:00:00Z"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn an_inventory_without_non_admin_backups_plans_a_plain_velero_target() {
+    let plan = plain_velero_plan("");
+    let items = plan["clusters"][0]["items"].as_array().unwrap();
+    assert!(items.iter().all(|i| i["kind"] != "NonAdminBackup"), "no NABs for a cluster without OADP");
+    // Tenant backups still arrive, as Backup CRs (admins restore them with `ferry restore`) with their PVBs.
+    let tenant: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["kind"] == "Backup" && i["action"] == "create")
+        .filter(|i| i["object"]["metadata"]["labels"]["openshift.io/oadp-nab-origin-nacuuid"].is_string())
+        .collect();
+    assert!(!tenant.is_empty(), "{items:?}");
+    for backup in &tenant {
+        let reason = backup["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("serves no NonAdminBackups") && reason.contains("ferry restore"), "{reason}");
+    }
+    let tenant_pvbs = items
+        .iter()
+        .filter(|i| i["kind"] == "PodVolumeBackup" && tenant.iter().any(|b| b["backup"] == i["backup"]))
+        .count();
+    assert!(tenant_pvbs > 0, "their PVBs come too");
+
+    // The same inventory, said to be an OADP cluster in the config: the tenant NABs are planned again.
+    let plan = plain_velero_plan("    oadp: true\n");
+    let items = plan["clusters"][0]["items"].as_array().unwrap();
+    assert!(items.iter().any(|i| i["kind"] == "NonAdminBackup" && i["namespace"] == "team-a-dr"));
+}

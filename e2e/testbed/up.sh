@@ -7,6 +7,9 @@
 #
 # Usage: up.sh STATE_DIR    (STATE_DIR must not exist or be empty; stop with down.sh STATE_DIR)
 #
+# FERRY_TESTBED_PLAIN_VELERO="b" (a space-separated list of clusters) leaves OADP's CRDs off those clusters, as on
+# a plain-Velero cluster; FERRY_TESTBED_CRDS_DIR in the env file has them for installing later.
+#
 # Writes STATE_DIR/env (sourceable: ports, kubeconfigs, certificates, MinIO endpoint, credentials and bucket),
 # STATE_DIR/pids (what down.sh stops), STATE_DIR/{a,b}/{admin,agent}.kubeconfig, STATE_DIR/logs/*.log, and prints
 # the env file's path on stdout once everything is ready. If anything fails or up.sh is interrupted, it stops
@@ -274,12 +277,15 @@ apply() {
   fi
   rm -f "$out"
 }
-# api_path FILE: the REST path of the (cluster-scoped) object in a one-object YAML file, from its kind and name.
+# api_path FILE: the REST path of the object in a one-object YAML file, from its kind, name (and namespace).
 api_path() {
-  local kind name
+  local kind name ns
   kind="$(sed -n 's/^kind:[[:space:]]*\([A-Za-z]*\).*/\1/p' "$1")"
   name="$(awk '/^metadata:/ { m = 1; next } m && /^[^[:space:]#]/ { m = 0 } m && $1 == "name:" { print $2; exit }' "$1")"
+  ns="$(awk '/^metadata:/ { m = 1; next } m && /^[^[:space:]#]/ { m = 0 } m && $1 == "namespace:" { print $2; exit }' "$1")"
   case "$kind" in
+    Role) echo "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/roles/$name" ;;
+    RoleBinding) echo "/apis/rbac.authorization.k8s.io/v1/namespaces/$ns/rolebindings/$name" ;;
     ClusterRole) echo "/apis/rbac.authorization.k8s.io/v1/clusterroles/$name" ;;
     ClusterRoleBinding) echo "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/$name" ;;
     CustomResourceDefinition) echo "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$name" ;;
@@ -289,12 +295,23 @@ api_path() {
 }
 
 rbac_files=(agent-clusterrole.yaml agent-clusterrolebinding.yaml agent-restore-clusterrole.yaml agent-restore-clusterrolebinding.yaml)
+rbac_namespaced_files=(agent-velero-version-role.yaml agent-velero-version-rolebinding.yaml) # need namespace velero
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: velero\n' >"$state/namespace-velero.yaml"
-crd_names=()
-for f in "$FERRY_TESTBED_CRDS_DIR"/*.yaml; do crd_names+=("$(basename "$f" .yaml)"); done
+# crd_files CLUSTER: the CRD files that cluster gets (OADP's are left off a plain-Velero cluster).
+crd_files() {
+  local f
+  for f in "$FERRY_TESTBED_CRDS_DIR"/*.yaml; do
+    case " ${FERRY_TESTBED_PLAIN_VELERO:-} " in
+      *" $1 "*) case "$(basename "$f")" in *.oadp.openshift.io.yaml) continue ;; esac ;;
+    esac
+    echo "$f"
+  done
+}
 
-# established CLUSTER: 0 once every CRD of the test bed is Established.
+# established CLUSTER: 0 once every CRD of that cluster is Established.
 established() {
+  local crd_names=() f
+  while read -r f; do crd_names+=("$(basename "$f" .yaml)"); done < <(crd_files "$1")
   local pki="$state/$1/pki" port_var="api_$1"
   curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
     "https://127.0.0.1:${!port_var}/apis/apiextensions.k8s.io/v1/customresourcedefinitions" |
@@ -315,12 +332,14 @@ agent_sees_backups() {
 }
 
 setup_cluster() { # cluster
-  local c="$1" f pids=() p
-  for f in "$FERRY_TESTBED_CRDS_DIR"/*.yaml "${rbac_files[@]/#/$repo/deploy/rbac/}" "$state/namespace-velero.yaml"; do
+  local c="$1" f pids=() p crds=()
+  while read -r f; do crds+=("$f"); done < <(crd_files "$c")
+  for f in "${crds[@]}" "${rbac_files[@]/#/$repo/deploy/rbac/}" "$state/namespace-velero.yaml"; do
     apply "$c" "$(api_path "$f")" "$f" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
+  for f in "${rbac_namespaced_files[@]/#/$repo/deploy/rbac/}"; do apply "$c" "$(api_path "$f")" "$f"; done
   wait_for "kube-apiserver-$c" 60 established "$c"
   wait_for "kube-apiserver-$c" 30 agent_sees_backups "$c"
 }
@@ -382,6 +401,7 @@ q() { printf '%q' "$1"; }
   echo "FERRY_TESTBED_S3_SECRET_KEY=$s3_secret_key"
   echo "FERRY_TESTBED_S3_BUCKET=$s3_bucket"
   echo "FERRY_TESTBED_LOGS=$(q "$state/logs")"
+  echo "FERRY_TESTBED_CRDS_DIR=$(q "$FERRY_TESTBED_CRDS_DIR")"
 } >"$state/env.tmp"
 mv "$state/env.tmp" "$state/env"
 ready=1

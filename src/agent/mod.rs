@@ -2,14 +2,17 @@
 //! DesiredSets it receives. It decides nothing beyond order and retries (the coordinator decides); it never
 //! deletes, and it never modifies an object without ferry's label.
 //!
-//! [`watch`] feeds the inventory, [`reconcile`] applies a set through [`kube_api`], [`order`] orders it.
+//! [`discovery`] finds which kinds the cluster serves, [`watch`] feeds their inventory, [`reconcile`] applies
+//! a set through [`kube_api`], [`order`] orders it.
 
+pub mod discovery;
 pub mod index;
 pub mod kube_api;
 pub mod order;
 pub mod reconcile;
 pub mod watch;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,11 +20,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::grpc::agent_client::{AgentClient, AgentConfig};
-use crate::grpc::convert::watched_types;
-use crate::grpc::proto::{ApplyOutcome, ApplyResult, DesiredSet, InventoryItem, ItemResult};
+use crate::grpc::convert::{is_required, watched_types};
+use crate::grpc::proto::{ApplyOutcome, ApplyResult, DesiredSet, InventoryItem, ItemResult, ResourceType};
+use discovery::ApiState;
 use kube_api::KubeApi;
 use reconcile::{Memory, reconcile};
-use watch::Update;
+use watch::{Update, Watches};
 
 /// How the agent runs.
 pub struct AgentOptions {
@@ -32,23 +36,43 @@ pub struct AgentOptions {
     pub transport: AgentConfig,
     /// How often held or failed items are retried while nothing else happens.
     pub retry_interval: Duration,
+    /// How often API discovery runs again (a CRD installed or removed later is found within this).
+    pub discovery_interval: Duration,
 }
+
+/// How long the first connect waits for the first list of an optional kind (NonAdminBackup) that the cluster
+/// serves but the agent cannot list yet (e.g. its RBAC lacks it): after that it connects without it, and the
+/// kind joins once listed. Required kinds are always waited for.
+const OPTIONAL_LIST_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs until `shutdown` resolves.
 pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
-    let mut updates = watch::start(&options.kube, &options.velero_namespace);
+    let (mut watches, mut updates) = Watches::new(&options.kube, &options.velero_namespace);
+    let mut apis = ApiState::default();
     tokio::pin!(shutdown);
+    let served = tokio::select! {
+        served = first_discovery(&options.kube, options.retry_interval) => served,
+        _ = &mut shutdown => return,
+    };
+    start_and_stop(&mut watches, &mut apis, &served, None, None);
+    apis.set_velero_version(discovery::velero_version(&options.kube, &options.velero_namespace).await);
     let initial = tokio::select! {
-        initial = initial_inventory(&mut updates) => initial,
+        initial = initial_inventory(&mut updates, &mut apis) => initial,
         _ = &mut shutdown => None,
     };
     let Some(initial) = initial else { return };
-    tracing::info!(objects = initial.iter().map(|(_, i)| i.len()).sum::<usize>(), "inventory listed; connecting");
+    let cluster_apis = apis.cluster_apis();
+    tracing::info!(
+        objects = initial.iter().map(|(_, i)| i.len()).sum::<usize>(),
+        served = ?cluster_apis.served.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+        velero = %cluster_apis.velero_version,
+        "inventory listed; connecting"
+    );
     let mut index = index::Index::new(&options.velero_namespace);
     for (resource, items) in &initial {
         index.apply(&Update::Snapshot(resource.clone(), items.clone()));
     }
-    let client = AgentClient::spawn(options.transport, initial);
+    let client = AgentClient::spawn_with_apis(options.transport, initial, Some(cluster_apis));
     let api = KubeApi::new(options.kube.clone());
     let mut desired = client.desired();
     let mut memory = Memory::default();
@@ -57,11 +81,14 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
     let mut needs_retry = false;
     let mut retry = tokio::time::interval(options.retry_interval);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rediscover = tokio::time::interval(options.discovery_interval);
+    rediscover.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    rediscover.tick().await;
     loop {
         let reconcile_now = tokio::select! {
             update = updates.recv() => {
                 let Some(update) = update else { break };
-                forward(&client, &mut index, update, &mut updates);
+                forward(&client, &mut index, &mut apis, update, &mut updates);
                 false
             }
             changed = desired.changed() => {
@@ -72,6 +99,20 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
                 true
             }
             _ = retry.tick() => needs_retry,
+            _ = rediscover.tick() => {
+                match discovery::discover(&options.kube).await {
+                    Ok(served) => {
+                        let version = discovery::velero_version(&options.kube, &options.velero_namespace).await;
+                        let version_changed = apis.set_velero_version(version);
+                        let stopped = start_and_stop(&mut watches, &mut apis, &served, Some(&client), Some(&mut index));
+                        if stopped || version_changed {
+                            client.set_apis(apis.cluster_apis());
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "API discovery failed; keeping the kinds watched so far"),
+                }
+                false
+            }
             _ = &mut shutdown => break,
         };
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
@@ -91,41 +132,110 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
     client.shutdown().await;
 }
 
-/// Waits for the first complete list of every watched type; changes that arrive meanwhile are folded in.
+/// Discovery until it answers once (an API server still starting, a network blip): nothing is watched before.
+async fn first_discovery(kube: &kube::Client, retry: Duration) -> BTreeSet<String> {
+    loop {
+        match discovery::discover(kube).await {
+            Ok(served) => return served,
+            Err(e) => tracing::warn!(error = %e, "API discovery failed; retrying"),
+        }
+        tokio::time::sleep(retry.max(Duration::from_secs(1))).await;
+    }
+}
+
+/// Applies a discovery answer: starts watches of kinds that appeared; stops those of kinds gone, telling the
+/// coordinator (when connected) that they are empty. Missing required CRDs are logged as errors on every
+/// discovery, since nothing can be materialized until they exist. Returns whether a watch was stopped.
+fn start_and_stop(
+    watches: &mut Watches,
+    apis: &mut ApiState,
+    served: &BTreeSet<String>,
+    client: Option<&AgentClient>,
+    mut index: Option<&mut index::Index>,
+) -> bool {
+    let changes = apis.observe(served);
+    for resource in changes.start {
+        tracing::info!(kind = %resource.kind, "the cluster serves this kind; watching it");
+        watches.start(resource);
+    }
+    for resource in &changes.stop {
+        tracing::warn!(kind = %resource.kind, "the cluster no longer serves this kind; its watch stopped");
+        watches.stop(&resource.kind);
+        let empty = Update::Snapshot(resource.clone(), Vec::new());
+        if let Some(index) = index.as_deref_mut() {
+            index.apply(&empty);
+        }
+        if let Some(client) = client {
+            client.publish_snapshot(resource.clone(), Vec::new());
+        }
+    }
+    let missing = apis.missing_required();
+    if !missing.is_empty() {
+        tracing::error!(
+            missing = %missing.join(", "),
+            "this cluster lacks Velero CRDs ferry needs: install Velero (its CRDs) there; nothing is materialized until then"
+        );
+    }
+    !changes.stop.is_empty()
+}
+
+/// Waits for the first complete list of every watched kind (an optional one only for
+/// [`OPTIONAL_LIST_GRACE`]); changes that arrive meanwhile are folded in. Returns the listed kinds' objects.
 async fn initial_inventory(
     updates: &mut mpsc::UnboundedReceiver<Update>,
-) -> Option<Vec<(crate::grpc::proto::ResourceType, Vec<InventoryItem>)>> {
-    let types = watched_types();
-    let mut lists: Vec<Option<Vec<InventoryItem>>> = vec![None; types.len()];
-    while lists.iter().any(Option::is_none) {
-        let update = updates.recv().await?;
-        let slot = |kind: &str| types.iter().position(|t| t.kind == kind);
+    apis: &mut ApiState,
+) -> Option<Vec<(ResourceType, Vec<InventoryItem>)>> {
+    let mut lists: BTreeMap<String, (ResourceType, Vec<InventoryItem>)> = BTreeMap::new();
+    let grace = tokio::time::sleep(OPTIONAL_LIST_GRACE);
+    tokio::pin!(grace);
+    let mut grace_over = false;
+    loop {
+        let waiting: Vec<&str> = apis.pending().filter(|k| !grace_over || is_required(k)).collect();
+        if waiting.is_empty() {
+            break;
+        }
+        let update = tokio::select! {
+            update = updates.recv() => update?,
+            _ = &mut grace, if !grace_over => {
+                grace_over = true;
+                let late: Vec<&str> = apis.pending().filter(|k| !is_required(k)).collect();
+                if !late.is_empty() {
+                    tracing::warn!(kinds = ?late, "not listed yet (RBAC?); connecting without them, they join once listed");
+                }
+                continue;
+            }
+        };
         match update {
             Update::Snapshot(resource, items) => {
-                if let Some(i) = slot(&resource.kind) {
-                    lists[i] = Some(items);
-                }
+                apis.mark_listed(&resource.kind);
+                lists.insert(resource.kind.clone(), (resource, items));
             }
             Update::Upsert(item) => {
-                if let Some(Some(list)) = slot(&item.kind).map(|i| &mut lists[i]) {
+                if let Some((_, list)) = lists.get_mut(&item.kind) {
                     list.retain(|o| !(o.namespace == item.namespace && o.name == item.name));
                     list.push(item);
                 }
             }
             Update::Delete(r) => {
-                if let Some(Some(list)) = slot(&r.kind).map(|i| &mut lists[i]) {
+                if let Some((_, list)) = lists.get_mut(&r.kind) {
                     list.retain(|o| !(o.namespace == r.namespace && o.name == r.name));
                 }
             }
         }
     }
-    Some(types.into_iter().zip(lists.into_iter().map(Option::unwrap_or_default)).collect())
+    // In the planner's order (watched_types), not the order the lists happened to finish in.
+    let order = watched_types();
+    let mut initial: Vec<_> = lists.into_values().collect();
+    initial.sort_by_key(|(t, _)| order.iter().position(|o| o.kind == t.kind));
+    Some(initial)
 }
 
-/// Sends an update and whatever else is already queued, batched: a burst of changes is one Delta.
+/// Sends an update and whatever else is already queued, batched: a burst of changes is one Delta. The first
+/// list of a kind that appeared at runtime is followed by the new `ClusterApis` naming it.
 fn forward(
     client: &AgentClient,
     index: &mut index::Index,
+    apis: &mut ApiState,
     first: Update,
     updates: &mut mpsc::UnboundedReceiver<Update>,
 ) {
@@ -133,15 +243,23 @@ fn forward(
     let mut deletes = Vec::new();
     let mut next = Some(first);
     while let Some(update) = next.take() {
-        index.apply(&update);
-        match update {
-            Update::Snapshot(resource, items) => {
-                // Keep order: what came before the relist goes first.
-                flush(client, &mut upserts, &mut deletes);
-                client.publish_snapshot(resource, items);
+        // A stopped watch may have left updates in the channel; its kind was published empty.
+        if apis.is_watching(update.kind()) {
+            index.apply(&update);
+            match update {
+                Update::Snapshot(resource, items) => {
+                    // Keep order: what came before the relist goes first.
+                    flush(client, &mut upserts, &mut deletes);
+                    let kind = resource.kind.clone();
+                    client.publish_snapshot(resource, items);
+                    if apis.mark_listed(&kind) {
+                        tracing::info!(%kind, "listed; telling the coordinator the cluster serves it");
+                        client.set_apis(apis.cluster_apis());
+                    }
+                }
+                Update::Upsert(item) => upserts.push(item),
+                Update::Delete(r) => deletes.push(r),
             }
-            Update::Upsert(item) => upserts.push(item),
-            Update::Delete(r) => deletes.push(r),
         }
         if upserts.len() + deletes.len() < 500 {
             next = updates.try_recv().ok();

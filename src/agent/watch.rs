@@ -1,9 +1,12 @@
 //! What the agent publishes: watches (kube-rs watcher: list, then watch, relisting after errors and expired
 //! resource versions) on Namespaces, Velero Backups, PodVolumeBackups and BackupStorageLocations in the Velero
-//! namespace, and NonAdminBackups in all namespaces; each type is also listed again every 10 minutes. Every
+//! namespace, and NonAdminBackups in all namespaces — each only while the cluster serves it (the agent
+//! starts and stops them as [`super::discovery`] finds CRDs come and go); each type is also listed again
+//! every 10 minutes. Every
 //! (re)list becomes a full snapshot of its type; single changes become upserts and deletes. Level-triggered:
 //! nothing depends on seeing a particular event.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,9 +16,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::kube_api::api_resource;
-use crate::grpc::convert::{inventory_item, object_ref, watched_types};
+use crate::grpc::convert::{inventory_item, object_ref};
 use crate::grpc::proto::{InventoryItem, ObjectRef, ResourceType};
 
 /// A change to publish.
@@ -27,19 +31,62 @@ pub enum Update {
     Delete(ObjectRef),
 }
 
-/// Starts one watcher per watched type; their updates arrive on the returned channel.
-pub fn start(client: &Client, velero_namespace: &str) -> mpsc::UnboundedReceiver<Update> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    for resource in watched_types() {
+impl Update {
+    /// The kind this update is about.
+    pub fn kind(&self) -> &str {
+        match self {
+            Update::Snapshot(resource, _) => &resource.kind,
+            Update::Upsert(item) => &item.kind,
+            Update::Delete(r) => &r.kind,
+        }
+    }
+}
+
+/// The running watchers, one per kind; their updates arrive on one channel. Dropping it stops them all.
+pub struct Watches {
+    client: Client,
+    velero_namespace: String,
+    tx: mpsc::UnboundedSender<Update>,
+    tasks: BTreeMap<String, JoinHandle<()>>,
+}
+
+impl Watches {
+    pub fn new(client: &Client, velero_namespace: &str) -> (Self, mpsc::UnboundedReceiver<Update>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let watches =
+            Self { client: client.clone(), velero_namespace: velero_namespace.to_string(), tx, tasks: BTreeMap::new() };
+        (watches, rx)
+    }
+
+    /// Starts watching `resource` (its first list arrives as a `Snapshot`); a no-op if it is watched already.
+    pub fn start(&mut self, resource: ResourceType) {
+        if self.tasks.contains_key(&resource.kind) {
+            return;
+        }
         let ar = api_resource(&resource.group, &resource.version, &resource.kind);
         let api: Api<DynamicObject> = match resource.kind.as_str() {
             // Tenants' NABs live in their own namespaces; Namespaces are cluster-scoped.
-            "Namespace" | "NonAdminBackup" => Api::all_with(client.clone(), &ar),
-            _ => Api::namespaced_with(client.clone(), velero_namespace, &ar),
+            "Namespace" | "NonAdminBackup" => Api::all_with(self.client.clone(), &ar),
+            _ => Api::namespaced_with(self.client.clone(), &self.velero_namespace, &ar),
         };
-        tokio::spawn(watch_type(api, resource, tx.clone()));
+        let kind = resource.kind.clone();
+        self.tasks.insert(kind, tokio::spawn(watch_type(api, resource, self.tx.clone())));
     }
-    rx
+
+    /// Stops watching `kind`. Updates it queued before are still in the channel: callers drop them.
+    pub fn stop(&mut self, kind: &str) {
+        if let Some(task) = self.tasks.remove(kind) {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in self.tasks.values() {
+            task.abort();
+        }
+    }
 }
 
 /// How often each type is listed again from scratch, even when its watch looks healthy: a missed event

@@ -36,6 +36,10 @@ pub struct AgentArgs {
     /// How often held or failed items are retried.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub retry_interval: Duration,
+    /// How often API discovery runs again, so that a CRD installed later (OADP after ferry) is watched without a
+    /// restart and one removed stops its watch.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub discovery_interval: Duration,
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
@@ -57,6 +61,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         velero_namespace: args.velero_namespace.clone(),
         transport,
         retry_interval: args.retry_interval,
+        discovery_interval: args.discovery_interval,
     };
     agent::run(options, async {
         if let Err(e) = super::coordinator::shutdown_signal().await {

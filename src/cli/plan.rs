@@ -15,6 +15,7 @@ use ferry::bucket::{self, Loader};
 use ferry::config::LoadedConfig;
 use ferry::dag::tarball::ItemError;
 use ferry::dag::{Graph, layers};
+use ferry::model::Inventory;
 use ferry::plan::{self, Action, ClusterState, Plan, PlanOptions};
 
 use super::backup_objects::{self, BackupObjects};
@@ -93,11 +94,13 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
     }
     let mut clusters = Vec::new();
     for cluster in &config.config.clusters {
-        let inventory = match &cluster.inventory {
+        let mut inventory: Inventory = match &cluster.inventory {
             Some(path) => inventory_files::read(&config.resolve_path(path))
                 .with_context(|| format!("cluster {}", cluster.name))?,
             None => Default::default(),
         };
+        // What the agent's API discovery tells a coordinator, a recorded inventory tells by what it holds.
+        inventory.apis.non_admin_backups = cluster.oadp.unwrap_or(inventory.declares_non_admin_backups);
         clusters.push(ClusterState {
             name: cluster.name.clone(),
             velero_namespace: cluster.velero_namespace.clone(),

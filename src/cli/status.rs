@@ -4,8 +4,10 @@
 use clap::Args;
 use serde::Serialize;
 
+use ferry::grpc::convert::served_apis;
 use ferry::grpc::proto::{
-    ApplyOutcome, BackupStatus, ClusterStatus, DesiredAction, GetStatusRequest, GetStatusResponse, LocationStatus,
+    ApplyOutcome, BackupStatus, ClusterApis, ClusterStatus, DesiredAction, GetStatusRequest, GetStatusResponse,
+    LocationStatus,
 };
 
 use super::operator_client::CoordinatorConnection;
@@ -62,8 +64,38 @@ pub struct ClusterView {
     pub waiting: u64,
     pub held: u64,
     pub conflicts: u64,
+    /// Which of ferry's kinds the cluster serves; absent when its agent never said (assumed: all).
+    pub apis: Option<ApisView>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backups: Vec<BackupView>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApisView {
+    /// The kinds served (and listed by the agent), e.g. `Backup`, `NonAdminBackup`.
+    pub served: Vec<String>,
+    /// OADP's NonAdminBackup is served: tenant backups become NonAdminBackups there.
+    pub oadp: bool,
+    /// The Velero server version, where the agent could tell.
+    pub velero_version: Option<String>,
+    /// Required CRDs the cluster lacks: nothing is planned for it.
+    pub missing_required: Vec<String>,
+    /// One line: `velero v1.18.3, no oadp`.
+    pub summary: String,
+}
+
+impl From<ClusterApis> for ApisView {
+    fn from(apis: ClusterApis) -> Self {
+        let served = served_apis(Some(&apis));
+        Self {
+            summary: served.summary(),
+            served: apis.served.into_iter().map(|t| t.kind).collect(),
+            oadp: served.non_admin_backups,
+            velero_version: served.velero_version,
+            missing_required: served.missing_required,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -135,6 +167,7 @@ impl From<ClusterStatus> for ClusterView {
             waiting: c.waiting,
             held: c.held,
             conflicts: c.conflicts,
+            apis: c.apis.map(ApisView::from),
             backups: c.backups.into_iter().map(BackupView::from).collect(),
         }
     }
@@ -202,6 +235,7 @@ pub fn render(view: &StatusView) -> String {
         "STATE",
         "HEARTBEAT",
         "AGENT",
+        "APIS",
         "INVENTORY",
         "DESIRED",
         "APPLIED",
@@ -217,6 +251,7 @@ pub fn render(view: &StatusView) -> String {
             c.state.into(),
             c.seconds_since_heartbeat.map_or("-".into(), |s| format!("{s}s ago")),
             if c.software_version.is_empty() { "-".into() } else { c.software_version.clone() },
+            c.apis.as_ref().map_or("-".into(), |a| a.summary.clone()),
             c.inventory.to_string(),
             c.desired.to_string(),
             c.applied.to_string(),

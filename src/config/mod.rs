@@ -65,6 +65,10 @@ pub struct ClusterConfig {
     pub velero_namespace: String,
     /// `ferry plan` only: a `kubectl get -o json` file, or a folder of them.
     pub inventory: Option<PathBuf>,
+    /// `ferry plan` only: whether the recorded cluster runs OADP (serves NonAdminBackups). Unset: it does when
+    /// its inventory holds a NonAdminBackup or a typed `NonAdminBackupList` (kubectl's `List` names no kind,
+    /// so an empty one proves nothing). The agents of a running coordinator tell it by API discovery instead.
+    pub oadp: Option<bool>,
     /// `ferry restore` (and the demo): an admin kubeconfig of this cluster.
     pub kubeconfig: Option<PathBuf>,
     /// Location name → the BSL on this cluster that reads it.

@@ -6,8 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::grpc::convert::{ItemError, inventory_object};
-use crate::grpc::proto::{ApplyOutcome, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType};
+use crate::grpc::convert::{ItemError, inventory_object, served_apis};
+use crate::grpc::proto::{
+    ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
+};
 use crate::model::{Inventory, InventoryObject};
 use crate::plan::ClusterState;
 
@@ -73,6 +75,8 @@ pub struct ClusterRecord {
     pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
     /// Counts inventory changes, so a DesiredSet can say which inventory it was planned from.
     pub generation: u64,
+    /// Which kinds the cluster serves, as its agent last said (`None`: never said; every kind is assumed).
+    pub apis: Option<ClusterApis>,
 }
 
 impl ClusterRecord {
@@ -85,6 +89,7 @@ impl ClusterRecord {
             desired: Arc::new(DesiredSet::default()),
             results: HashMap::new(),
             generation: 0,
+            apis: None,
         }
     }
 
@@ -144,6 +149,16 @@ impl ClusterRecord {
         (changed, rejected)
     }
 
+    /// Records which kinds the cluster serves. Returns whether that changed (the cluster needs a new plan).
+    pub fn set_apis(&mut self, apis: Option<ClusterApis>) -> bool {
+        if self.apis == apis {
+            return false;
+        }
+        self.apis = apis;
+        self.generation += 1;
+        true
+    }
+
     /// Records an agent's results; results for a version other than the current DesiredSet are ignored
     /// (they describe a set that no longer exists). Returns how many were taken.
     pub fn record_results(&mut self, desired_version: &str, items: &[ItemResult]) -> usize {
@@ -175,6 +190,7 @@ impl ClusterRecord {
         for object in self.objects.values() {
             inventory.insert(object.clone());
         }
+        inventory.apis = served_apis(self.apis.as_ref());
         ClusterState { inventory, ..self.config.clone() }
     }
 
@@ -278,6 +294,27 @@ mod tests {
         assert_eq!(r.results.len(), 1);
         r.set_desired(Arc::new(DesiredSet { version: "v2".into(), ..Default::default() }));
         assert!(r.results.is_empty());
+    }
+
+    #[test]
+    fn what_the_agent_says_it_serves_reaches_the_planner() {
+        let mut r = record();
+        assert!(r.cluster_state().inventory.apis.non_admin_backups, "an agent that never said: every kind");
+        let plain = ClusterApis {
+            served: watched_types().into_iter().filter(|t| t.kind != "NonAdminBackup").collect(),
+            missing_required: Vec::new(),
+            velero_version: "v1.18.3".into(),
+        };
+        let generation = r.generation;
+        assert!(r.set_apis(Some(plain.clone())));
+        assert!(r.generation > generation, "a set planned before is from another inventory");
+        assert!(!r.set_apis(Some(plain)), "same again: no change");
+        let apis = r.cluster_state().inventory.apis;
+        assert!(!apis.non_admin_backups);
+        assert_eq!(apis.velero_version.as_deref(), Some("v1.18.3"));
+        let broken = ClusterApis { missing_required: vec!["backups.velero.io".into()], ..Default::default() };
+        r.set_apis(Some(broken));
+        assert_eq!(r.cluster_state().inventory.apis.missing_required, ["backups.velero.io"]);
     }
 
     #[test]

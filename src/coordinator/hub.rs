@@ -17,7 +17,9 @@ use super::settings::Settings;
 use super::status;
 use crate::catalog::{Listing, LocationCatalog};
 use crate::grpc::convert::desired_set;
-use crate::grpc::proto::{Ack, ApplyResult, DesiredSet, GetStatusResponse, Hello, InventoryItem, ObjectRef, Snapshot};
+use crate::grpc::proto::{
+    Ack, ApplyResult, ClusterApis, DesiredSet, GetStatusResponse, Hello, InventoryItem, ObjectRef, Snapshot,
+};
 use crate::plan::{ClusterState, PlanOptions, plan_cluster};
 use crate::resolve::NamespaceMappings;
 
@@ -138,6 +140,7 @@ impl Hub {
         entry.record.session =
             Some(Session { id, software_version: hello.software_version.clone(), connected_at: now });
         entry.record.last_seen = Some(now);
+        entry.record.set_apis(hello.apis.clone());
         entry.current_session.send_replace(id);
         let mut desired = entry.desired.subscribe();
         // The session sends the set after its snapshot was planned, not the one from before it connected.
@@ -222,6 +225,21 @@ impl Hub {
             self.changed.notify_one();
         }
         Ok(ack)
+    }
+
+    /// The agent says which kinds its cluster serves now (a CRD was installed or removed).
+    pub fn apis(&self, cluster: &str, id: u64, now: SystemTime, apis: &ClusterApis) -> Result<Ack, HubError> {
+        let changed = self.with_session(cluster, id, now, |state| {
+            let changed = record_mut(state, cluster).set_apis(Some(apis.clone()));
+            if changed {
+                state.dirty.insert(cluster.to_string());
+            }
+            changed
+        })?;
+        if changed {
+            self.changed.notify_one();
+        }
+        Ok(Ack { of: "apis".into(), rejected: Vec::new() })
     }
 
     pub fn apply_result(&self, cluster: &str, id: u64, now: SystemTime, result: &ApplyResult) -> Result<Ack, HubError> {

@@ -26,6 +26,7 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
         inventory_by_kind: record.counts_by_kind().into_iter().map(|(kind, count)| KindCount { kind, count }).collect(),
         desired_version: record.desired.version.clone(),
         seconds_since_heartbeat: since,
+        apis: record.apis.clone(),
         ..Default::default()
     };
     let mut backups: BTreeMap<&str, Vec<BackupItemStatus>> = BTreeMap::new();

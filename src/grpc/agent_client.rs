@@ -22,8 +22,8 @@ use super::proto::agent_message::Body as AgentBody;
 use super::proto::coordinator_message::Body as CoordinatorBody;
 use super::proto::federation_client::FederationClient;
 use super::proto::{
-    AgentMessage, ApplyResult, Delta, DesiredSet, Heartbeat, Hello, InventoryItem, ObjectRef, RejectedItem,
-    ResourceType, Snapshot,
+    AgentMessage, ApplyResult, ClusterApis, Delta, DesiredSet, Heartbeat, Hello, InventoryItem, ObjectRef,
+    RejectedItem, ResourceType, Snapshot,
 };
 use super::server::DEV_IDENTITY_HEADER;
 use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
@@ -81,6 +81,7 @@ enum Command {
     Upsert(Vec<InventoryItem>),
     Delete(Vec<ObjectRef>),
     Report(ApplyResult),
+    Apis(ClusterApis),
 }
 
 /// A running agent client. Dropping it (or calling [`AgentClient::shutdown`]) closes the stream.
@@ -95,10 +96,20 @@ impl AgentClient {
     /// Starts the client with the cluster's initial inventory (one entry per watched type, even if empty); it
     /// connects in the background and keeps reconnecting until shut down.
     pub fn spawn(config: AgentConfig, initial: Vec<(ResourceType, Vec<InventoryItem>)>) -> Self {
+        Self::spawn_with_apis(config, initial, None)
+    }
+
+    /// As [`AgentClient::spawn`], saying in every `Hello` which kinds the cluster serves (`None`: not said,
+    /// which the coordinator takes as every kind).
+    pub fn spawn_with_apis(
+        config: AgentConfig,
+        initial: Vec<(ResourceType, Vec<InventoryItem>)>,
+        apis: Option<ClusterApis>,
+    ) -> Self {
         let (commands, rx) = mpsc::unbounded_channel();
         let (desired_tx, desired) = watch::channel(None);
         let (link_tx, link) = watch::channel(Link::default());
-        let mut mirror = Mirror::default();
+        let mut mirror = Mirror { apis, ..Mirror::default() };
         for (resource, items) in initial {
             mirror.apply(Command::Snapshot(resource, items));
         }
@@ -124,6 +135,12 @@ impl AgentClient {
     /// Reports what happened to a DesiredSet's items; the latest report is sent again after a reconnect.
     pub fn report(&self, result: ApplyResult) {
         let _ = self.commands.send(Command::Report(result));
+    }
+
+    /// Which kinds the cluster serves changed (sent as `ClusterApis`, and in every later `Hello`). Send it after
+    /// the snapshot of a newly served kind, so that the coordinator holds its inventory before planning it.
+    pub fn set_apis(&self, apis: ClusterApis) {
+        let _ = self.commands.send(Command::Apis(apis));
     }
 
     /// The latest DesiredSet received (`None` before the first).
@@ -154,6 +171,8 @@ struct Mirror {
     types: Vec<ResourceType>,
     objects: BTreeMap<(String, String), BTreeMap<(String, String), InventoryItem>>,
     last_result: Option<ApplyResult>,
+    /// What the cluster serves, for `Hello`.
+    apis: Option<ClusterApis>,
 }
 
 impl Mirror {
@@ -190,6 +209,10 @@ impl Mirror {
             Command::Report(result) => {
                 self.last_result = Some(result.clone());
                 AgentBody::ApplyResult(result)
+            }
+            Command::Apis(apis) => {
+                self.apis = Some(apis.clone());
+                AgentBody::Apis(apis)
             }
         }
     }
@@ -287,7 +310,11 @@ async fn session(
         .max_encoding_message_size(config.max_message_bytes);
 
     let (out, out_rx) = mpsc::channel::<AgentMessage>(64);
-    let hello = Hello { software_version: config.software_version.clone(), capabilities: config.capabilities.clone() };
+    let hello = Hello {
+        software_version: config.software_version.clone(),
+        capabilities: config.capabilities.clone(),
+        apis: mirror.apis.clone(),
+    };
     let _ = out.send(AgentMessage { body: Some(AgentBody::Hello(hello)) }).await;
     let mut request = tonic::Request::new(ReceiverStream::new(out_rx));
     if let Some(identity) = &config.dev_identity {

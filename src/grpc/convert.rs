@@ -5,8 +5,8 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::proto::{DesiredAction, DesiredItem, DesiredSet, InventoryItem, ObjectRef, ResourceType};
-use crate::model::{Backup, InventoryObject, Kind, NonAdminBackup, PodVolumeBackup};
+use super::proto::{ClusterApis, DesiredAction, DesiredItem, DesiredSet, InventoryItem, ObjectRef, ResourceType};
+use crate::model::{Backup, InventoryObject, Kind, NonAdminBackup, PodVolumeBackup, ServedApis};
 use crate::plan::{Action, ClusterPlan, PlanItem, Prerequisite};
 
 /// Where a kind ferry plans lives: (group, version). `None` for kinds ferry does not know.
@@ -41,6 +41,29 @@ pub fn watched_types() -> Vec<ResourceType> {
             ResourceType { group: group.into(), version: version.into(), kind: kind.into() }
         })
         .collect()
+}
+
+/// Whether a watched kind is one every target must serve (Velero's and the core Namespace) or optional (OADP's).
+pub fn is_required(kind: &str) -> bool {
+    kind != NonAdminBackup::KIND
+}
+
+/// The CRD name of a watched custom kind (`backups.velero.io`), for messages about a missing one.
+pub fn crd_name(resource: &ResourceType) -> String {
+    format!("{}s.{}", resource.kind.to_ascii_lowercase(), resource.group)
+}
+
+/// What the planner may rely on, from what an agent said. `None` (an agent older than `ClusterApis`) means
+/// every kind is served, as such agents assumed.
+pub fn served_apis(apis: Option<&ClusterApis>) -> ServedApis {
+    let Some(apis) = apis else { return ServedApis::default() };
+    let served =
+        |kind: &str| apis.served.iter().any(|t| t.kind == kind && api_of(kind).is_some_and(|(g, _)| g == t.group));
+    ServedApis {
+        non_admin_backups: served(NonAdminBackup::KIND),
+        missing_required: apis.missing_required.clone(),
+        velero_version: Some(apis.velero_version.clone()).filter(|v| !v.is_empty()),
+    }
 }
 
 /// The DesiredSet for a cluster's plan. `complete` is false when some location's catalog is missing or stale

@@ -231,6 +231,11 @@ impl SessionTask {
             }
             Some(AgentBody::Delta(delta)) => hub.delta(cluster, id, now, &delta.upserts, &delta.deletes),
             Some(AgentBody::ApplyResult(result)) => hub.apply_result(cluster, id, now, &result),
+            Some(AgentBody::Apis(apis)) => {
+                tracing::info!(%cluster, served = ?apis.served.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
+                    missing = ?apis.missing_required, "cluster APIs changed");
+                hub.apis(cluster, id, now, &apis)
+            }
             Some(AgentBody::Heartbeat(_)) => return hub.heartbeat(cluster, id, now).map_err(replaced),
             Some(AgentBody::Hello(_)) => {
                 return Err(End::Error(Status::invalid_argument("Hello may only be the first message")));

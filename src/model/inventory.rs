@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::object::{Kind, Object};
-use super::{Backup, BackupStorageLocation, NonAdminBackup, PodVolumeBackup};
+use super::{Backup, BackupStorageLocation, NonAdminBackup, PodVolumeBackup, ServedApis};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Inventory {
@@ -17,6 +17,11 @@ pub struct Inventory {
     pub backups: Vec<Object<Backup>>,
     pub pod_volume_backups: Vec<Object<PodVolumeBackup>>,
     pub non_admin_backups: Vec<Object<NonAdminBackup>>,
+    /// Which of these kinds the cluster serves (all, unless its agent or its recorded inventory says otherwise).
+    pub apis: ServedApis,
+    /// Whether a recorded document showed the NonAdminBackup kind (one such object, or a typed
+    /// `NonAdminBackupList`): how `ferry plan` tells an OADP cluster's inventory from a plain-Velero one.
+    pub declares_non_admin_backups: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +42,7 @@ impl Inventory {
         };
         // Items of a typed list (as the API returns them) carry no kind of their own.
         let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty()).map(str::to_string);
+        self.declares_non_admin_backups |= item_kind.as_deref() == Some(NonAdminBackup::KIND);
         let mut taken = 0;
         for (index, item) in items.iter().enumerate() {
             taken += usize::from(self.add_object(index, item.clone(), item_kind.as_deref())?);
@@ -73,7 +79,10 @@ impl Inventory {
             InventoryObject::StorageLocation(o) => self.storage_locations.push(o),
             InventoryObject::Backup(o) => self.backups.push(o),
             InventoryObject::PodVolumeBackup(o) => self.pod_volume_backups.push(o),
-            InventoryObject::NonAdminBackup(o) => self.non_admin_backups.push(o),
+            InventoryObject::NonAdminBackup(o) => {
+                self.declares_non_admin_backups = true;
+                self.non_admin_backups.push(o)
+            }
         }
     }
 }
@@ -134,6 +143,16 @@ mod tests {
         assert_eq!(inv.namespaces.iter().collect::<Vec<_>>(), ["team-a"]);
         assert_eq!(inv.backups[0].name(), "b1");
         assert_eq!(inv.non_admin_backups[0].namespace(), "team-a");
+        assert!(inv.declares_non_admin_backups);
+    }
+
+    #[test]
+    fn an_empty_typed_list_declares_its_kind_and_an_untyped_one_does_not() {
+        let mut inv = Inventory::default();
+        inv.add_document(json!({"kind": "List", "items": []})).unwrap();
+        assert!(!inv.declares_non_admin_backups, "kubectl's empty List names no kind");
+        inv.add_document(json!({"kind": "NonAdminBackupList", "items": []})).unwrap();
+        assert!(inv.declares_non_admin_backups);
     }
 
     #[test]

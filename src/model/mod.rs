@@ -9,6 +9,7 @@ pub mod names;
 pub mod non_admin_backup;
 pub mod object;
 pub mod pod_volume_backup;
+pub mod served_apis;
 pub mod storage_location;
 pub mod string_map;
 
@@ -18,5 +19,6 @@ pub use meta::ObjectMeta;
 pub use non_admin_backup::NonAdminBackup;
 pub use object::{Kind, Object};
 pub use pod_volume_backup::PodVolumeBackup;
+pub use served_apis::ServedApis;
 pub use storage_location::BackupStorageLocation;
 pub use string_map::StringMap;

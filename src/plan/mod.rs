@@ -155,6 +155,13 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
     mappings: &NamespaceMappings,
     options: &PlanOptions,
 ) -> ClusterPlan {
+    let missing = &cluster.inventory.apis.missing_required;
+    if !missing.is_empty() {
+        return ClusterPlan {
+            cluster: cluster.name.clone(),
+            items: missing.iter().map(|crd| missing_crd(cluster, crd)).collect(),
+        };
+    }
     let mut items = Vec::new();
     for catalog in locations.iter().map(AsRef::as_ref) {
         let bsl = match binding::storage_location_for(cluster, &catalog.location) {
@@ -182,6 +189,23 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
     ClusterPlan { cluster: cluster.name.clone(), items }
 }
 
+/// A cluster without one of Velero's CRDs can hold nothing ferry makes: one refusal per missing CRD.
+fn missing_crd(cluster: &ClusterState, crd: &str) -> PlanItem {
+    PlanItem {
+        action: Action::Refuse,
+        kind: "CustomResourceDefinition".into(),
+        namespace: String::new(),
+        name: crd.to_string(),
+        backup: String::new(),
+        reason: Some(format!(
+            "cluster {} does not serve {crd}, which Velero needs: install Velero's CRDs there; nothing is planned until then",
+            cluster.name
+        )),
+        waits_for: None,
+        object: None,
+    }
+}
+
 /// The items for one backup on one target, in apply order: Backup, then its PVBs, then its NAB.
 pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &NamespaceMappings) -> Vec<PlanItem> {
     let backup = &entry.backup;
@@ -196,7 +220,12 @@ pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &Namesp
             items.extend(pod_volume_backups::plan(target, entry, &state));
             items
         }
-        Ok(Owner::Tenant(tenant)) => non_admin_backup::plan_tenant_backup(target, entry, &tenant, mappings, gate),
+        Ok(Owner::Tenant(tenant)) if target.cluster.inventory.apis.non_admin_backups => {
+            non_admin_backup::plan_tenant_backup(target, entry, &tenant, mappings, gate)
+        }
+        Ok(Owner::Tenant(tenant)) => {
+            non_admin_backup::plan_tenant_backup_without_oadp(target, entry, &tenant, mappings, gate)
+        }
     }
 }
 

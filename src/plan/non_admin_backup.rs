@@ -101,6 +101,47 @@ pub fn plan_tenant_backup(
     items
 }
 
+/// DESIGN §3 rule 7: a tenant backup on a cluster that serves no NonAdminBackups (plain Velero, no OADP)
+/// becomes what an admin can restore: its Backup CR and PVBs, shaped exactly as on an OADP cluster (origin
+/// namespace mapped), whether or not the tenant namespace exists there. No NAC runs on such a cluster, so
+/// no garbage collector deletes a NAC Backup without its NAB (the coupling of rule 4 does not apply), and
+/// `ferry restore` (a Velero Restore with the configured namespace mapping) restores it — Velero creates the
+/// namespace. Ownership and mapping are checked as for OADP targets: a backup refused there is refused here.
+pub fn plan_tenant_backup_without_oadp(
+    target: &Target<'_>,
+    entry: &CatalogBackup,
+    tenant: &Tenant,
+    mappings: &NamespaceMappings,
+    gate: PhaseGate,
+) -> Vec<PlanItem> {
+    let origin_ns = tenant.origin_namespace.as_str();
+    let mapped = mappings.target_namespace(&target.location.source_cluster, &target.cluster.name, origin_ns);
+    let target_ns = match mapped {
+        Ok(ns) => ns,
+        Err(refusal) => return vec![PlanItem::about_backup(Action::Refuse, target, &entry.name, refusal.0, None)],
+    };
+    let placement = Placement { tenant, target_namespace: &target_ns };
+    let (mut items, state) = velero_backup::plan(target, entry, Some(&placement), gate);
+    let note = admin_only_note(entry, tenant, &target_ns, &target.cluster.name);
+    for item in items.iter_mut().filter(|i| i.action != Action::Conflict && i.reason.is_none()) {
+        item.reason = Some(note.clone());
+    }
+    if state == BackupState::Conflict {
+        return items;
+    }
+    items.extend(pod_volume_backups::plan(target, entry, &state));
+    items
+}
+
+/// What a tenant backup is on a cluster without OADP, in words (the Backup item's reason in plan and status).
+pub fn admin_only_note(entry: &CatalogBackup, tenant: &Tenant, target_ns: &str, cluster: &str) -> String {
+    let mapping = if target_ns == tenant.origin_namespace { String::new() } else { format!(" into {target_ns}") };
+    format!(
+        "tenant backup {}/{}: cluster {cluster} serves no NonAdminBackups (OADP is not installed), so it is there for          admins only; restore it{mapping} with `ferry restore {} --cluster {cluster}`",
+        tenant.origin_namespace, tenant.origin_name, entry.name
+    )
+}
+
 /// NAC refuses a NAB whose Velero Backup names another origin namespace. A Backup that exists already
 /// (synced by Velero, not ours to change) with another origin makes a NAB in `target_ns` useless.
 fn origin_mismatch(target: &Target<'_>, entry: &CatalogBackup, target_ns: &str) -> Option<String> {

@@ -440,6 +440,71 @@ fn mappings_into_protected_namespaces_are_refused_at_plan_time() {
     assert!(items[0].reason.as_ref().unwrap().contains("kube-a"));
 }
 
+// === Rule 7: targets differ (plain Velero, no OADP) ===
+
+fn plain_velero(docs: Vec<Value>) -> ClusterState {
+    let mut t = cluster(docs);
+    t.inventory.apis = crate::model::ServedApis::plain_velero();
+    t
+}
+
+#[test]
+fn rule7_without_oadp_a_tenant_backup_is_its_backup_cr_and_pvbs_for_admins() {
+    // No tenant namespace on B, no NAB kind: the Backup CR and PVBs still come (no NAC GC deletes them there).
+    let t = plain_velero(vec![bsl("b-bsl", "velero")]);
+    let items = run(vec![entry(nac_backup("Completed"), 2)], &t, &mapped());
+    assert_eq!(
+        summary(&items),
+        [
+            (Action::Create, "Backup", "velero", NACUUID),
+            (Action::Wait, "PodVolumeBackup", "velero", &*format!("{NACUUID}-pvb0")),
+            (Action::Wait, "PodVolumeBackup", "velero", &*format!("{NACUUID}-pvb1")),
+        ]
+    );
+    assert!(items.iter().all(|i| i.kind != "NonAdminBackup"), "no NonAdminBackup for a cluster without OADP");
+    let reason = items[0].reason.as_deref().unwrap();
+    assert!(reason.contains("serves no NonAdminBackups") && reason.contains("ferry restore"), "{reason}");
+    assert!(reason.contains("into team-a-dr"), "{reason}");
+    // Shaped as on an OADP cluster: once OADP is installed, a NAB in the mapped namespace attaches to it.
+    let backup = items[0].object.as_ref().unwrap();
+    assert_eq!(backup["metadata"]["annotations"][labels::NAB_ORIGIN_NAMESPACE], "team-a-dr");
+    assert_eq!(backup["metadata"]["labels"][labels::NAB_ORIGIN_NACUUID], NACUUID);
+}
+
+#[test]
+fn rule7_ownership_and_mapping_refusals_hold_without_oadp_too() {
+    let mut tampered = nac_backup("Completed");
+    tampered["spec"]["includedNamespaces"] = json!(["team-b"]);
+    let items = run(vec![entry(tampered, 1)], &plain_velero(vec![bsl("b-bsl", "velero")]), &identity());
+    assert_eq!(summary(&items), [(Action::Refuse, "Backup", "velero", NACUUID)]);
+    let items = run(vec![entry(nac_backup("InProgress"), 1)], &plain_velero(vec![bsl("b-bsl", "velero")]), &identity());
+    assert!(items.iter().all(|i| i.action != Action::Create), "{items:?}");
+}
+
+#[test]
+fn rule7_then_oadp_arrives_and_the_nab_follows_without_a_second_backup() {
+    let mut t = plain_velero(vec![bsl("b-bsl", "velero"), ns("team-a-dr")]);
+    let options = PlanOptions { materialize_velero_backups: true, now: now() };
+    let entries = || vec![entry(nac_backup("Completed"), 1)];
+    for _ in 0..2 {
+        let p = plan_cluster(&catalog(entries()), &t, &mapped(), &options);
+        simulate::apply(&p, &mut t.inventory);
+    }
+    assert!(plan_cluster(&catalog(entries()), &t, &mapped(), &options).items.is_empty());
+    t.inventory.apis = crate::model::ServedApis::default();
+    let items = plan_cluster(&catalog(entries()), &t, &mapped(), &options).items;
+    assert_eq!(summary(&items), [(Action::Create, "NonAdminBackup", "team-a-dr", "nightly")]);
+}
+
+#[test]
+fn rule7_a_cluster_without_veleros_crds_gets_nothing_but_the_reason() {
+    let mut t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    t.inventory.apis.missing_required = vec!["backups.velero.io".into()];
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Refuse, "CustomResourceDefinition", "", "backups.velero.io")]);
+    assert!(items[0].reason.as_deref().unwrap().contains("install Velero's CRDs"));
+}
+
 // === Idempotency and determinism ===
 
 #[test]

@@ -5,14 +5,21 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferry::agent::kube_api::api_resource;
 use ferry::bucket::{S3Credentials, Store, StoreConfig};
+use ferry::catalog::{BackupFile, Layout};
+use ferry::fixture;
 use ferry::grpc::certs::{self, CertsSpec, Validity};
-use kube::api::{Api, DynamicObject, PostParams};
+use ferry::model::BackupPhase;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStoreExt, PutPayload};
 use serde_json::{Value, json};
 
 pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
@@ -31,11 +38,18 @@ pub struct TestBed {
 
 impl TestBed {
     pub fn up() -> Self {
+        Self::up_with_plain_velero(&[])
+    }
+
+    /// The bed, with OADP's CRDs left off `plain` clusters (plain Velero; install them later with
+    /// [`TestBed::install_oadp_crds`]).
+    pub fn up_with_plain_velero(plain: &[&str]) -> Self {
         let build = Command::new(root().join("e2e/testbed/build.sh")).status().expect("run e2e/testbed/build.sh");
         assert!(build.success(), "e2e/testbed/build.sh failed");
         let state = tempfile::Builder::new().prefix("ferry-e2e-").tempdir().expect("state dir");
         let out = Command::new(root().join("e2e/testbed/up.sh"))
             .arg(state.path())
+            .env("FERRY_TESTBED_PLAIN_VELERO", plain.join(" "))
             .stderr(Stdio::inherit())
             .output()
             .expect("run e2e/testbed/up.sh");
@@ -85,6 +99,33 @@ impl TestBed {
             ..Default::default()
         })
         .expect("open MinIO bucket")
+    }
+
+    /// Installs OADP's CRDs (those the bed left off) on `cluster` at runtime, as an admin installing OADP would,
+    /// and waits until they are Established.
+    pub async fn install_oadp_crds(&self, cluster: &str) -> Vec<String> {
+        let client = self.admin(cluster).await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client);
+        let dir = PathBuf::from(self.var("FERRY_TESTBED_CRDS_DIR"));
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("CRD dir") {
+            let path = entry.expect("CRD file").path();
+            let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
+            let Some(name) = file.strip_suffix(".yaml").filter(|n| n.ends_with(".oadp.openshift.io")) else { continue };
+            let text = std::fs::read_to_string(&path).expect("read CRD");
+            let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("CRD YAML");
+            crds.patch(name, &PatchParams::apply("ferry-e2e").force(), &Patch::Apply(&crd)).await.expect("apply CRD");
+            names.push(name.to_string());
+        }
+        for name in &names {
+            eventually(&format!("CRD {name} Established"), Duration::from_secs(30), || async {
+                let crd = crds.get_opt(name).await.ok().flatten()?;
+                let conditions = crd.status?.conditions?;
+                conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+            })
+            .await;
+        }
+        names
     }
 
     /// The MinIO process of the bed (for outage tests).
@@ -222,6 +263,7 @@ coordinator:
             .arg("--kubeconfig")
             .arg(bed.agent_kubeconfig(cluster))
             .args(["--velero-namespace", VELERO_NS, "--heartbeat-interval", "1s", "--retry-interval", "500ms"])
+            .args(["--discovery-interval", "1s"])
             .env("FERRY_LOG", "info,ferry=debug")
             .stdout(Stdio::null())
             .stderr(self.log(&format!("agent-{cluster}")))
@@ -367,4 +409,35 @@ pub fn logs_hint(ferry: &Ferry) -> String {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A NAC backup of `nab` in tenant namespace `ns`: (name = NACUUID, velero-backup.json, its PVBs).
+pub fn nac_backup(ns: &str, nab: &str, uuid: &str) -> (String, Value, Vec<Value>) {
+    let nacuuid = fixture::nac_object_uuid(ns, nab, uuid);
+    let backup = fixture::nac_backup_json(ns, nab, &nacuuid, BackupPhase::Completed);
+    let uid = backup["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    let pvbs = (0..2).map(|i| fixture::pod_volume_backup_json(&nacuuid, &uid, ns, i)).collect();
+    (nacuuid, backup, pvbs)
+}
+
+pub fn gzip_json(value: &Value) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut text = serde_json::to_vec(value).expect("json");
+    text.push(b'\n');
+    encoder.write_all(&text).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+/// Writes a backup's metadata and PVB file as Velero does (PVB file first: the metadata's presence is what
+/// makes a backup exist).
+pub async fn put_backup(bed: &TestBed, name: &str, backup: &Value, pvbs: &[Value]) {
+    let store = bed.store();
+    let layout = Layout::new(PREFIX);
+    let pvb_body = if pvbs.is_empty() { gzip_json(&Value::Null) } else { gzip_json(&Value::Array(pvbs.to_vec())) };
+    for (key, body) in [
+        (layout.key(name, BackupFile::PodVolumeBackups), pvb_body),
+        (layout.key(name, BackupFile::Metadata), serde_json::to_vec_pretty(backup).expect("json")),
+    ] {
+        store.objects.put(&ObjectPath::from(key.as_str()), PutPayload::from(body)).await.expect("put");
+    }
 }

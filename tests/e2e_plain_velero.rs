@@ -1,0 +1,143 @@
+//! End to end on the real test bed (issue 12): a plain-Velero target. Cluster `b` has Velero's upstream CRDs
+//! and no OADP (no NonAdminBackup CRD), MinIO holds 20 Completed admin backups × 2 PVBs and two tenant (NAC)
+//! backups, and `ferry coordinator` plus the agent of `b` run over mTLS with deploy/'s least-privilege RBAC.
+//!
+//! 1. Backups and PVBs arrive, tenant backups as Backup CR + PVBs for admins (no NABs: there is no such API);
+//!    `ferry status` shows `b` serving Velero (its version from the `velero` Deployment) without OADP.
+//! 2. OADP's CRDs are installed at runtime: the agent starts watching NonAdminBackups without a restart, and
+//!    the tenant NABs follow — onto the Backup CRs already there (no second Backup), in the mapped namespace
+//!    once it exists.
+//! 3. The NonAdminBackup CRD is removed again: the agent stops that watch cleanly, and nothing ferry made is
+//!    touched.
+
+#[path = "e2e_support/mod.rs"]
+mod e2e;
+
+use std::time::Duration;
+
+use e2e::*;
+use ferry::fixture;
+use ferry::model::{BackupPhase, labels};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+const ADMIN_BACKUPS: usize = 20;
+
+async fn count(api: &Api<kube::api::DynamicObject>) -> usize {
+    api.list(&ListParams::default()).await.map(|l| l.items.len()).unwrap_or(0)
+}
+
+/// The status JSON of cluster `b` (without per-backup detail).
+fn status_of_b(ferry: &Ferry) -> Value {
+    let status = ferry.status(None);
+    status["clusters"].as_array().into_iter().flatten().find(|c| c["cluster"] == "b").cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let bed = TestBed::up_with_plain_velero(&["b"]);
+    let b = bed.admin("b").await;
+
+    create_bsl(&bed, &b, "dr-bsl").await;
+    create_namespace(&b, "team-a").await;
+    // Velero itself (the bed runs no kubelet, so it never starts: only its image tag is read).
+    let deployments = api(&b, "apps", "v1", "Deployment", Some(VELERO_NS));
+    create(
+        &deployments,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "velero", "namespace": VELERO_NS},
+               "spec": {"selector": {"matchLabels": {"deploy": "velero"}},
+                        "template": {"metadata": {"labels": {"deploy": "velero"}},
+                                     "spec": {"containers": [{"name": "velero", "image": "velero/velero:v1.18.3"}]}}}}),
+    )
+    .await;
+
+    for i in 0..ADMIN_BACKUPS {
+        let name = format!("daily-{i:02}");
+        let backup = fixture::admin_backup_json(&name, BackupPhase::Completed, "default");
+        let uid = backup["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let pvbs: Vec<Value> = (0..2).map(|p| fixture::pod_volume_backup_json(&name, &uid, "shop", p)).collect();
+        put_backup(&bed, &name, &backup, &pvbs).await;
+    }
+    let (same, same_backup, same_pvbs) = nac_backup("team-a", "nightly", "5a0c6a7e-2f0b-4b7e-9a55-0e1f2d3c4b5a");
+    let (mapped, mapped_backup, mapped_pvbs) = nac_backup("team-x", "nightly", "c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f");
+    put_backup(&bed, &same, &same_backup, &same_pvbs).await;
+    put_backup(&bed, &mapped, &mapped_backup, &mapped_pvbs).await;
+    let all_backups = ADMIN_BACKUPS + 2;
+
+    let mut ferry = Ferry::start(&bed, "  - {from: a, to: b, namespaces: {team-x: team-x-dr}}");
+    ferry.start_agent(&bed, "b");
+
+    // 1. Everything arrives on a cluster without OADP; tenant backups as Backup CRs + PVBs, for admins.
+    eventually(&format!("{all_backups} Backups and {} PVBs on b", 2 * all_backups), WAIT, || async {
+        let (backups, pvbs) = (count(&backups(&b)).await, count(&pvbs(&b)).await);
+        (backups == all_backups && pvbs == 2 * all_backups).then_some(())
+    })
+    .await;
+    let tenant_cr = backups(&b).get(&mapped).await.expect("tenant Backup CR");
+    let tenant_cr = to_value(&tenant_cr);
+    assert_eq!(
+        tenant_cr["metadata"]["annotations"][labels::NAB_ORIGIN_NAMESPACE],
+        "team-x-dr",
+        "shaped as on an OADP cluster, so that a NAB in the mapped namespace can attach later"
+    );
+    assert_eq!(tenant_cr["metadata"]["labels"][labels::FERRY_MANAGED_BY], labels::FERRY_MANAGED_BY_VALUE);
+    assert!(nabs(&b, None).list(&ListParams::default()).await.is_err(), "b serves no NonAdminBackups");
+    let apis = eventually("status shows b's APIs", WAIT, || async {
+        let apis = status_of_b(&ferry)["apis"].clone();
+        (apis["veleroVersion"] == "v1.18.3").then_some(apis)
+    })
+    .await;
+    assert_eq!(apis["oadp"], false, "{apis}");
+    assert_eq!(apis["summary"], "velero v1.18.3, no oadp", "{apis}");
+    assert_eq!(apis["missingRequired"], json!([]), "{apis}");
+    let status = status_of_b(&ferry);
+    assert_eq!(status["failed"], 0, "{status}");
+    assert_eq!(status["state"], "connected", "{status}");
+    let agent_log = ferry.log_text("agent-b");
+    assert!(!agent_log.contains("404 page not found"), "no watch of a kind b does not serve:{}", logs_hint(&ferry));
+
+    // 2. OADP is installed at runtime: the agent watches NABs without a restart and the tenant NABs follow.
+    let installed = bed.install_oadp_crds("b").await;
+    assert!(installed.iter().any(|n| n == "nonadminbackups.oadp.openshift.io"), "{installed:?}");
+    let nab = eventually("the tenant NAB in team-a", WAIT, || async {
+        nabs(&b, Some("team-a")).get_opt("nightly").await.ok().flatten()
+    })
+    .await;
+    let nab = to_value(&nab);
+    assert_eq!(nab["metadata"]["labels"][labels::NAB_SYNCED_FROM_NACUUID], same.as_str(), "shaped as synced");
+    let early = nabs(&b, Some("team-x-dr")).get_opt("nightly").await.expect("get");
+    assert!(early.is_none(), "team-x-dr does not exist yet: ferry never creates tenant namespaces");
+    create_namespace(&b, "team-x-dr").await;
+    eventually("the mapped tenant NAB in team-x-dr", WAIT, || async {
+        nabs(&b, Some("team-x-dr")).get_opt("nightly").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(count(&backups(&b)).await, all_backups, "the NABs attached to the Backup CRs: none created twice");
+    assert!(ferry.agents.get_mut("b").expect("agent b").try_wait().expect("agent").is_none(), "never restarted");
+    let apis = eventually("status shows OADP on b", WAIT, || async {
+        let apis = status_of_b(&ferry)["apis"].clone();
+        (apis["oadp"] == true).then_some(apis)
+    })
+    .await;
+    assert_eq!(apis["summary"], "velero v1.18.3, oadp", "{apis}");
+
+    // 3. The NonAdminBackup CRD goes away: its watch stops cleanly; ferry's Backups and PVBs stay.
+    let crds: Api<CustomResourceDefinition> = Api::all(b.clone());
+    crds.delete("nonadminbackups.oadp.openshift.io", &DeleteParams::default()).await.expect("delete CRD");
+    eventually("status shows b without OADP again", WAIT, || async {
+        (status_of_b(&ferry)["apis"]["oadp"] == false).then_some(())
+    })
+    .await;
+    assert!(
+        ferry.log_text("agent-b").contains("no longer serves this kind"),
+        "the agent saw the CRD go:{}",
+        logs_hint(&ferry)
+    );
+    assert_eq!(count(&backups(&b)).await, all_backups);
+    assert_eq!(count(&pvbs(&b)).await, 2 * all_backups);
+    let status = status_of_b(&ferry);
+    assert_eq!(status["failed"], 0, "{status}");
+}
