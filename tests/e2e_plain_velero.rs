@@ -140,4 +140,23 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     assert_eq!(count(&pvbs(&b)).await, 2 * all_backups);
     let status = status_of_b(&ferry);
     assert_eq!(status["failed"], 0, "{status}");
+
+    // 4. A cluster without one of Velero's CRDs: its agent connects anyway and the missing CRD is named.
+    let a = bed.admin("a").await;
+    let crds_a: Api<CustomResourceDefinition> = Api::all(a.clone());
+    crds_a.delete("podvolumebackups.velero.io", &DeleteParams::default()).await.expect("delete CRD");
+    eventually("PodVolumeBackups gone from a's API", WAIT, || async {
+        let resources = a.list_api_group_resources("velero.io/v1").await.ok()?;
+        (!resources.resources.iter().any(|r| r.kind == "PodVolumeBackup")).then_some(())
+    })
+    .await;
+    ferry.start_agent(&bed, "a");
+    let status = eventually("status names a's missing CRD", WAIT, || async {
+        let status = ferry.status(None);
+        let a = status["clusters"].as_array()?.iter().find(|c| c["cluster"] == "a")?.clone();
+        (a["apis"]["missingRequired"] == json!(["podvolumebackups.velero.io"])).then_some(a)
+    })
+    .await;
+    assert_eq!(status["apis"]["summary"], "MISSING podvolumebackups.velero.io", "{status}");
+    assert!(ferry.log_text("agent-a").contains("lacks Velero CRDs"), "the agent says so in its log");
 }

@@ -39,6 +39,23 @@ pub fn render(status: &GetStatusResponse) -> String {
         "Objects in the cluster's published inventory.",
         clusters.iter().map(|c| (cluster(&c.cluster), c.inventory_items as f64)).collect(),
     );
+    // Only clusters whose agent said what it serves (an older agent's cluster is assumed to serve everything).
+    let told = || clusters.iter().filter_map(|c| c.apis.as_ref().map(|a| (c, a)));
+    family(
+        "ferry_cluster_oadp",
+        "1 when the cluster serves OADP's NonAdminBackups (tenant backups become NonAdminBackups there).",
+        told()
+            .map(|(c, a)| {
+                let oadp = a.served.iter().any(|t| t.kind == "NonAdminBackup");
+                (cluster(&c.cluster), f64::from(u8::from(oadp)))
+            })
+            .collect(),
+    );
+    family(
+        "ferry_cluster_missing_crds",
+        "Velero CRDs the cluster lacks (nothing is materialized there until they exist).",
+        told().map(|(c, a)| (cluster(&c.cluster), a.missing_required.len() as f64)).collect(),
+    );
     let counts: [(&str, CountOf); 7] = [
         ("desired", |c| c.desired),
         ("applied", |c| c.applied),
@@ -112,6 +129,14 @@ mod tests {
                 desired: 3,
                 applied: 2,
                 seconds_since_heartbeat: 4,
+                apis: Some(crate::grpc::proto::ClusterApis {
+                    served: crate::grpc::convert::watched_types()
+                        .into_iter()
+                        .filter(|t| t.kind != "NonAdminBackup")
+                        .collect(),
+                    missing_required: vec!["backups.velero.io".into()],
+                    velero_version: String::new(),
+                }),
                 ..Default::default()
             }],
             locations: vec![LocationStatus { name: "sh\"ared".into(), healthy: false, ..Default::default() }],
@@ -121,6 +146,8 @@ mod tests {
         assert!(text.contains("ferry_cluster_items{cluster=\"b\",state=\"applied\"} 2\n"));
         assert!(text.contains("ferry_location_healthy{location=\"sh\\\"ared\"} 0\n"));
         assert!(text.contains("# TYPE ferry_cluster_stale gauge\n"));
+        assert!(text.contains("ferry_cluster_oadp{cluster=\"b\"} 0\n"), "{text}");
+        assert!(text.contains("ferry_cluster_missing_crds{cluster=\"b\"} 1\n"), "{text}");
         assert_eq!(readiness(&status), Err("locations not read yet: sh\"ared".into()));
     }
 }
