@@ -51,7 +51,7 @@ fn inventory() -> Vec<(ResourceType, Vec<InventoryItem>)> {
         "BackupStorageLocation",
         json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
                "metadata": {"name": "default", "namespace": "velero", "uid": "bsl-uid"},
-               "spec": {"provider": "aws", "objectStorage": {"bucket": "bench", "prefix": spec.prefix}},
+               "spec": {"provider": "aws", "accessMode": "ReadOnly", "objectStorage": {"bucket": "bench", "prefix": spec.prefix}},
                "status": {"phase": "Available"}}),
     );
     for i in 0..OBJECTS / 2 {
@@ -121,7 +121,7 @@ async fn bench() -> anyhow::Result<()> {
         REFRESH.as_millis()
     );
     for c in &clusters {
-        config.push_str(&format!("  - name: {c}\n"));
+        config.push_str(&format!("  - name: {c}\n    locations: [shared]\n"));
     }
     std::fs::write(dir.join("ferry.yaml"), config)?;
 

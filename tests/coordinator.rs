@@ -44,6 +44,7 @@ async fn an_agent_gets_the_same_set_ferry_plan_computes_and_status_reports_its_r
     let mut state = ferry::plan::ClusterState {
         name: "cluster-b".into(),
         velero_namespace: "openshift-adp".into(),
+        granted_locations: ["shared".to_string()].into(),
         ..Default::default()
     };
     let mut inventory = ferry::model::Inventory::default();

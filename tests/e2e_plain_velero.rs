@@ -2,6 +2,8 @@
 //! and no OADP (no NonAdminBackup CRD), MinIO holds 20 Completed admin backups × 2 PVBs and two tenant (NAC)
 //! backups, and `ferry coordinator` plus the agent of `b` run over mTLS with deploy/'s least-privilege RBAC.
 //!
+//! 0. b's BSL is read-write at first: b gets nothing (its Velero could delete a's backups), every backup is
+//!    refused with the reason, and the BSL gets an Event; made ReadOnly, b gets everything:
 //! 1. Backups and PVBs arrive, tenant backups as Backup CR + PVBs for admins (no NABs: there is no such API);
 //!    `ferry status` shows `b` serving Velero (its version from the `velero` Deployment) without OADP.
 //! 2. OADP's CRDs are installed at runtime: the agent starts watching NonAdminBackups without a restart, and
@@ -19,7 +21,7 @@ use e2e::*;
 use ferry::fixture;
 use ferry::model::{BackupPhase, labels};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -41,7 +43,8 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     let bed = TestBed::up_with_plain_velero(&["b"]);
     let b = bed.admin("b").await;
 
-    create_bsl(&bed, &b, "dr-bsl").await;
+    // b's BSL on a's bucket is read-write at first (accessMode unset, as `velero backup-location create` leaves it).
+    create_bsl_with_access_mode(&bed, &b, "dr-bsl", None).await;
     create_namespace(&b, "team-a").await;
     // Velero itself (the bed runs no kubelet, so it never starts: only its image tag is read).
     let deployments = api(&b, "apps", "v1", "Deployment", Some(VELERO_NS));
@@ -69,6 +72,45 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
 
     let mut ferry = Ferry::start(&bed, "  - {from: a, to: b, namespaces: {team-x: team-x-dr}}");
     ferry.start_agent(&bed, "b");
+
+    // 0. Through a read-write BSL, b's Velero could delete a's backups: ferry gives b nothing, and says why.
+    let status = eventually("every backup refused on b", WAIT, || async {
+        let status = status_of_b(&ferry);
+        (status["refused"] == all_backups as u64 + 1).then_some(status)
+    })
+    .await;
+    assert_eq!(count(&backups(&b)).await, 0, "{status}");
+    assert_eq!(status["refusedStorageLocations"], 1, "{status}");
+    let detail = ferry.status(Some("b"));
+    let reasons: Vec<String> = detail["clusters"][0]["backups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|b| b["items"].as_array().cloned().unwrap_or_default())
+        .filter_map(|i| i["reason"].as_str().map(String::from))
+        .collect();
+    assert!(
+        reasons.iter().all(|r| r.contains("accessMode unset (ReadWrite)") && r.contains("ReadOnly")),
+        "{reasons:?}"
+    );
+    let events = api(&b, "events.k8s.io", "v1", "Event", Some(VELERO_NS));
+    eventually("an Event on the read-write BSL", WAIT, || async {
+        let events = events.list(&ListParams::default()).await.ok()?;
+        events
+            .items
+            .iter()
+            .any(|e| {
+                e.data["reason"] == "FerryRefused"
+                    && e.data["regarding"]["kind"] == "BackupStorageLocation"
+                    && e.data["regarding"]["name"] == "dr-bsl"
+            })
+            .then_some(())
+    })
+    .await;
+    assert_eq!(count(&backups(&b)).await, 0, "still nothing on b");
+    let bsls = api(&b, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
+    let read_only = json!({"spec": {"accessMode": "ReadOnly"}});
+    bsls.patch("dr-bsl", &PatchParams::default(), &Patch::Merge(&read_only)).await.expect("make the BSL ReadOnly");
 
     // 1. Everything arrives on a cluster without OADP; tenant backups as Backup CRs + PVBs, for admins.
     eventually(&format!("{all_backups} Backups and {} PVBs on b", 2 * all_backups), WAIT, || async {

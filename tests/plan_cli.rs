@@ -94,7 +94,7 @@ fn plain_velero_plan(extra: &str) -> Value {
         &config,
         format!(
             "locations:\n  - {{name: shared, url: 'file://{}', bucket: velero-backups, prefix: velero, sourceCluster: cluster-a}}\n\
-             clusters:\n  - name: cluster-b\n    veleroNamespace: openshift-adp\n    inventory: inventory\n{extra}\
+             clusters:\n  - name: cluster-b\n    veleroNamespace: openshift-adp\n    inventory: inventory\n    locations: [shared]\n{extra}\
              namespaceMappings:\n  - {{from: cluster-a, to: cluster-b, namespaces: {{team-a: team-a-dr}}}}\n",
             root.join("bucket").display()
         ),

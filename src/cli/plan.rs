@@ -106,6 +106,8 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
             velero_namespace: cluster.velero_namespace.clone(),
             inventory,
             storage_locations: cluster.storage_locations.clone(),
+            granted_locations: cluster.granted_locations(),
+            allow_read_write_locations: cluster.allow_read_write_locations,
         });
     }
     let options = PlanOptions {

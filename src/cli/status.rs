@@ -64,6 +64,8 @@ pub struct ClusterView {
     pub waiting: u64,
     pub held: u64,
     pub conflicts: u64,
+    /// BSLs through which the cluster gets nothing (read-write on another cluster's location, or not granted).
+    pub refused_storage_locations: u64,
     /// Which of ferry's kinds the cluster serves; absent when its agent never said (assumed: all).
     pub apis: Option<ApisView>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -167,6 +169,7 @@ impl From<ClusterStatus> for ClusterView {
             waiting: c.waiting,
             held: c.held,
             conflicts: c.conflicts,
+            refused_storage_locations: c.refused_storage_locations,
             apis: c.apis.map(ApisView::from),
             backups: c.backups.into_iter().map(BackupView::from).collect(),
         }

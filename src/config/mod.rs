@@ -71,9 +71,24 @@ pub struct ClusterConfig {
     pub oadp: Option<bool>,
     /// `ferry restore` (and the demo): an admin kubeconfig of this cluster.
     pub kubeconfig: Option<PathBuf>,
-    /// Location name → the BSL on this cluster that reads it.
+    /// Location name → the BSL on this cluster that reads it (also grants the location).
     #[serde(default)]
     pub storage_locations: BTreeMap<String, String>,
+    /// The locations this cluster reads (DESIGN §3 rule 6): the config grants them, not the BSLs an agent
+    /// reports. `storageLocations` keys are granted too.
+    #[serde(default)]
+    pub locations: Vec<String>,
+    /// Accept read-write BSLs on other clusters' locations on this cluster. Risky: the cluster's Velero can then
+    /// delete the writer's backups from the bucket (GC of expired backups, `velero backup delete`).
+    #[serde(default)]
+    pub allow_read_write_locations: bool,
+}
+
+impl ClusterConfig {
+    /// Every location the config grants this cluster.
+    pub fn granted_locations(&self) -> BTreeSet<String> {
+        self.locations.iter().chain(self.storage_locations.keys()).cloned().collect()
+    }
 }
 
 fn default_velero_namespace() -> String {
@@ -274,6 +289,12 @@ impl LoadedConfig {
                     cluster.name
                 )));
             }
+            if let Some(unknown) = cluster.locations.iter().find(|l| !location_names.contains(l.as_str())) {
+                return Err(invalid(format!(
+                    "clusters[{}].locations names unknown location {unknown:?}",
+                    cluster.name
+                )));
+            }
         }
         let cluster_names: BTreeSet<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
         for m in &config.namespace_mappings {
@@ -379,6 +400,7 @@ clusters:
   - name: cluster-b
     veleroNamespace: openshift-adp
     inventory: inventories/cluster-b
+    locations: [shared]
     storageLocations: {shared: dr-bsl}
 namespaceMappings:
   - from: cluster-a
@@ -434,6 +456,8 @@ namespaceMappings:
         assert!(err.contains("Velero/OADP namespace"), "{err}");
         let err = load(&GOOD.replace("{shared: dr-bsl}", "{other: dr-bsl}")).unwrap_err().to_string();
         assert!(err.contains("unknown location \"other\""), "{err}");
+        let err = load(&GOOD.replace("locations: [shared]", "locations: [elsewhere]")).unwrap_err().to_string();
+        assert!(err.contains("clusters[cluster-b].locations names unknown location \"elsewhere\""), "{err}");
         let err = load(&GOOD.replace("to: cluster-b", "to: cluster-z")).unwrap_err().to_string();
         assert!(err.contains("cluster-z"), "{err}");
     }

@@ -56,6 +56,11 @@ pub fn render(status: &GetStatusResponse) -> String {
         "Velero CRDs the cluster lacks (nothing is materialized there until they exist).",
         told().map(|(c, a)| (cluster(&c.cluster), a.missing_required.len() as f64)).collect(),
     );
+    family(
+        "ferry_cluster_refused_storage_locations",
+        "BSLs through which the cluster gets nothing: read-write on another cluster's location, or not granted.",
+        clusters.iter().map(|c| (cluster(&c.cluster), c.refused_storage_locations as f64)).collect(),
+    );
     let counts: [(&str, CountOf); 7] = [
         ("desired", |c| c.desired),
         ("applied", |c| c.applied),
@@ -129,6 +134,7 @@ mod tests {
                 desired: 3,
                 applied: 2,
                 seconds_since_heartbeat: 4,
+                refused_storage_locations: 1,
                 apis: Some(crate::grpc::proto::ClusterApis {
                     served: crate::grpc::convert::watched_types()
                         .into_iter()
@@ -147,6 +153,7 @@ mod tests {
         assert!(text.contains("ferry_location_healthy{location=\"sh\\\"ared\"} 0\n"));
         assert!(text.contains("# TYPE ferry_cluster_stale gauge\n"));
         assert!(text.contains("ferry_cluster_oadp{cluster=\"b\"} 0\n"), "{text}");
+        assert!(text.contains("ferry_cluster_refused_storage_locations{cluster=\"b\"} 1\n"), "{text}");
         assert!(text.contains("ferry_cluster_missing_crds{cluster=\"b\"} 1\n"), "{text}");
         assert_eq!(readiness(&status), Err("locations not read yet: sh\"ared".into()));
     }

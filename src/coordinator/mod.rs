@@ -130,6 +130,8 @@ pub async fn start(
             name: c.name.clone(),
             velero_namespace: c.velero_namespace.clone(),
             storage_locations: c.storage_locations.clone(),
+            granted_locations: c.granted_locations(),
+            allow_read_write_locations: c.allow_read_write_locations,
             ..Default::default()
         })
         .collect();

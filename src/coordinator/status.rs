@@ -36,7 +36,11 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
         let outcome = result.map_or(ApplyOutcome::Unspecified, |(o, _)| *o);
         match action {
             DesiredAction::Create | DesiredAction::Wait => status.desired += 1,
-            DesiredAction::Refuse => status.refused += 1,
+            DesiredAction::Refuse => {
+                status.refused += 1;
+                let about_bsl = item.r#ref.as_ref().is_some_and(|r| r.kind == "BackupStorageLocation");
+                status.refused_storage_locations += u64::from(about_bsl);
+            }
             DesiredAction::Conflict => status.conflicts += 1,
             DesiredAction::Unspecified => {}
         }

@@ -30,6 +30,9 @@ pub struct BackupStorageLocationSpec {
     #[serde(deserialize_with = "null_as_default")]
     pub object_storage: ObjectStorage,
     pub default: bool,
+    /// `ReadOnly` or `ReadWrite`; Velero treats unset as `ReadWrite`.
+    #[serde(deserialize_with = "null_as_default")]
+    pub access_mode: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -50,6 +53,12 @@ impl BackupStorageLocation {
     /// Prefix with surrounding `/` trimmed, as Velero reads it.
     pub fn prefix(&self) -> &str {
         self.spec.object_storage.prefix.trim_matches('/')
+    }
+
+    /// Whether Velero on this cluster may delete from the location through this BSL (its GC of expired backups,
+    /// `velero backup delete`, a DeleteBackupRequest): anything but an explicit `ReadOnly`.
+    pub fn is_read_write(&self) -> bool {
+        self.spec.access_mode != "ReadOnly"
     }
 
     /// For a BSL that NAC created from a tenant's NonAdminBackupStorageLocation: that NaBSL's

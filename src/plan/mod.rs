@@ -10,7 +10,7 @@ pub mod prerequisite;
 pub mod simulate;
 pub mod velero_backup;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -111,6 +111,12 @@ pub struct ClusterState {
     pub inventory: Inventory,
     /// Location name → the BSL on this cluster that reads it, where config names it explicitly.
     pub storage_locations: BTreeMap<String, String>,
+    /// The locations the config grants this cluster (`clusters[].locations` and `storageLocations` keys): it
+    /// reads no other, whatever BSLs its agent reports (DESIGN §3 rule 6).
+    pub granted_locations: BTreeSet<String>,
+    /// Config opt-out of the read-only rule: this cluster may read other clusters' locations through read-write
+    /// BSLs (its Velero could then delete the writer's backups).
+    pub allow_read_write_locations: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -164,29 +170,54 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
     }
     let mut items = Vec::new();
     for catalog in locations.iter().map(AsRef::as_ref) {
-        let bsl = match binding::storage_location_for(cluster, &catalog.location) {
+        let location = &catalog.location;
+        let bsl = match binding::storage_location_for(cluster, location) {
             Ok(Some(bsl)) => bsl,
             Ok(None) => continue,
             Err(refusal) => {
-                items.push(PlanItem {
-                    action: Action::Refuse,
-                    kind: "BackupStorageLocation".into(),
-                    namespace: cluster.velero_namespace.clone(),
-                    name: cluster.storage_locations.get(&catalog.location.name).cloned().unwrap_or_default(),
-                    backup: String::new(),
-                    reason: Some(refusal.0),
-                    waits_for: None,
-                    object: None,
-                });
+                let name = cluster.storage_locations.get(&location.name).cloned().unwrap_or_default();
+                items.push(refused_bsl(cluster, name, refusal.0));
                 continue;
             }
         };
-        let target = Target { cluster, location: &catalog.location, bsl, options };
+        // The writer's own BSL on its location needs no grant to be left alone: it has the backups already.
+        if location.source_cluster == cluster.name && !binding::is_granted(cluster, location) {
+            continue;
+        }
+        if let Err(refusal) = binding::may_read(cluster, location, bsl) {
+            items.push(refused_bsl(cluster, bsl.name().to_string(), refusal.0.clone()));
+            // A read-write reader gets every backup refused by name, so each shows why in plan and status.
+            if binding::is_granted(cluster, location) {
+                let target = Target { cluster, location, bsl, options };
+                items.extend(
+                    catalog
+                        .backups
+                        .keys()
+                        .map(|b| PlanItem::about_backup(Action::Refuse, &target, b, refusal.0.clone(), None)),
+                );
+            }
+            continue;
+        }
+        let target = Target { cluster, location, bsl, options };
         for backup in catalog.backups.values() {
             items.extend(plan_backup(&target, backup, mappings));
         }
     }
     ClusterPlan { cluster: cluster.name.clone(), items }
+}
+
+/// A BSL through which the cluster gets nothing, with the reason (an Event on the BSL, a line in status).
+fn refused_bsl(cluster: &ClusterState, name: String, reason: String) -> PlanItem {
+    PlanItem {
+        action: Action::Refuse,
+        kind: "BackupStorageLocation".into(),
+        namespace: cluster.velero_namespace.clone(),
+        name,
+        backup: String::new(),
+        reason: Some(reason),
+        waits_for: None,
+        object: None,
+    }
 }
 
 /// A cluster without one of Velero's CRDs can hold nothing ferry makes: one refusal per missing CRD.

@@ -28,7 +28,7 @@ pub(super) fn location() -> Location {
 pub(super) fn bsl(name: &str, prefix: &str) -> Value {
     json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
         "metadata": {"name": name, "namespace": "velero"},
-        "spec": {"provider": "aws", "objectStorage": {"bucket": "velero-backups", "prefix": prefix}}})
+        "spec": {"provider": "aws", "accessMode": "ReadOnly", "objectStorage": {"bucket": "velero-backups", "prefix": prefix}}})
 }
 
 pub(super) fn admin_backup(name: &str, phase: &str) -> Value {
@@ -94,6 +94,7 @@ pub(super) fn cluster(docs: Vec<Value>) -> ClusterState {
         name: "cluster-b".into(),
         velero_namespace: "velero".into(),
         inventory: inventory(docs),
+        granted_locations: ["shared".to_string()].into(),
         ..Default::default()
     }
 }
@@ -438,6 +439,74 @@ fn mappings_into_protected_namespaces_are_refused_at_plan_time() {
     let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &m);
     assert_eq!(items[0].action, Action::Refuse);
     assert!(items[0].reason.as_ref().unwrap().contains("kube-a"));
+}
+
+// === Rule 6: what may cross ===
+
+fn read_write_bsl(mode: Option<&str>) -> Value {
+    let mut b = bsl("b-bsl", "velero");
+    match mode {
+        Some(mode) => b["spec"]["accessMode"] = mode.into(),
+        None => {
+            b["spec"].as_object_mut().unwrap().remove("accessMode");
+        }
+    }
+    b
+}
+
+#[test]
+fn rule6_a_read_write_reader_gets_nothing_and_every_backup_says_why() {
+    for mode in [None, Some("ReadWrite")] {
+        let t = cluster(vec![read_write_bsl(mode), ns("team-a")]);
+        let items = run(
+            vec![entry(admin_backup("daily-1", "Completed"), 2), entry(nac_backup("Completed"), 1)],
+            &t,
+            &identity(),
+        );
+        assert_eq!(
+            summary(&items),
+            [
+                (Action::Refuse, "BackupStorageLocation", "velero", "b-bsl"),
+                (Action::Refuse, "Backup", "velero", "daily-1"),
+                (Action::Refuse, "Backup", "velero", NACUUID),
+            ],
+            "{mode:?}"
+        );
+        let reason = items[1].reason.as_deref().unwrap();
+        assert!(reason.contains("ReadOnly") && reason.contains("could delete cluster-a's backups"), "{reason}");
+        if mode.is_none() {
+            assert!(reason.contains("unset (ReadWrite)"), "{reason}");
+        }
+    }
+}
+
+#[test]
+fn rule6_read_write_is_fine_for_the_writer_itself_and_for_an_opted_out_cluster() {
+    let mut writer = cluster(vec![read_write_bsl(None)]);
+    writer.name = "cluster-a".into();
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 0)], &writer, &identity());
+    assert_eq!(items[0].action, Action::Create, "the source cluster reads its own location");
+    let mut opted_out = cluster(vec![read_write_bsl(None)]);
+    opted_out.allow_read_write_locations = true;
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 0)], &opted_out, &identity());
+    assert_eq!(items[0].action, Action::Create);
+}
+
+#[test]
+fn rule6_a_location_the_config_does_not_grant_is_never_read_whatever_bsl_the_agent_reports() {
+    let mut t = cluster(vec![bsl("b-bsl", "velero")]);
+    t.granted_locations.clear();
+    let items = run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Refuse, "BackupStorageLocation", "velero", "b-bsl")]);
+    assert!(items[0].reason.as_deref().unwrap().contains("does not grant"), "{:?}", items[0].reason);
+    assert!(items.iter().all(|i| i.object.is_none()), "no backup JSON reaches an ungranted cluster");
+    // The writer's own BSL on its location is no attempt to read anything.
+    t.name = "cluster-a".into();
+    assert!(run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &t, &identity()).is_empty());
+    // Without a BSL on the location there is nothing to report.
+    let mut bare = cluster(vec![]);
+    bare.granted_locations.clear();
+    assert!(run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &bare, &identity()).is_empty());
 }
 
 // === Rule 7: targets differ (plain Velero, no OADP) ===

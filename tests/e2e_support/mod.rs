@@ -188,6 +188,7 @@ clusters:
   - name: b
     veleroNamespace: {VELERO_NS}
     kubeconfig: {kube_b}
+    locations: [shared]
 namespaceMappings:
 {mappings}
 coordinator:
@@ -363,19 +364,25 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     create(&namespaces, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})).await;
 }
 
-/// A BSL on `client`'s cluster that reads the bed's bucket.
+/// A `ReadOnly` BSL on `client`'s cluster that reads the bed's bucket (as a reader's BSL must be).
 pub async fn create_bsl(bed: &TestBed, client: &kube::Client, name: &str) {
+    create_bsl_with_access_mode(bed, client, name, Some("ReadOnly")).await
+}
+
+/// A BSL on `client`'s cluster that reads the bed's bucket, with `accessMode` as given (`None`: unset, which
+/// Velero takes as ReadWrite).
+pub async fn create_bsl_with_access_mode(bed: &TestBed, client: &kube::Client, name: &str, mode: Option<&str>) {
     let bsls = api(client, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
-    create(
-        &bsls,
-        json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-               "metadata": {"name": name, "namespace": VELERO_NS},
-               "spec": {"provider": "aws", "default": true,
-                        "objectStorage": {"bucket": bed.bucket(), "prefix": PREFIX},
-                        "config": {"region": bed.var("FERRY_TESTBED_S3_REGION"), "s3ForcePathStyle": "true",
-                                   "s3Url": bed.var("FERRY_TESTBED_S3_ENDPOINT")}}}),
-    )
-    .await;
+    let mut bsl = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+           "metadata": {"name": name, "namespace": VELERO_NS},
+           "spec": {"provider": "aws", "default": true,
+                    "objectStorage": {"bucket": bed.bucket(), "prefix": PREFIX},
+                    "config": {"region": bed.var("FERRY_TESTBED_S3_REGION"), "s3ForcePathStyle": "true",
+                               "s3Url": bed.var("FERRY_TESTBED_S3_ENDPOINT")}}});
+    if let Some(mode) = mode {
+        bsl["spec"]["accessMode"] = mode.into();
+    }
+    create(&bsls, bsl).await;
 }
 
 /// Polls `check` every 100 ms until it returns `Some` (up to `timeout`), for eventual consistency.

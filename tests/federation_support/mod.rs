@@ -142,8 +142,10 @@ locations:
 clusters:
   - name: cluster-b
     veleroNamespace: openshift-adp
+    locations: [shared]
   - name: cluster-c
     veleroNamespace: openshift-adp
+    locations: [shared]
 namespaceMappings:
   - from: cluster-a
     to: cluster-b
