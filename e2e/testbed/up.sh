@@ -295,7 +295,7 @@ api_path() {
 }
 
 rbac_files=(agent-clusterrole.yaml agent-clusterrolebinding.yaml agent-restore-clusterrole.yaml agent-restore-clusterrolebinding.yaml)
-rbac_namespaced_files=(agent-velero-version-role.yaml agent-velero-version-rolebinding.yaml) # need namespace velero
+rbac_namespaced_files=(agent-role.yaml agent-rolebinding.yaml) # need namespace velero
 printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: velero\n' >"$state/namespace-velero.yaml"
 # crd_files CLUSTER: the CRD files that cluster gets (OADP's are left off a plain-Velero cluster).
 crd_files() {

@@ -3,9 +3,10 @@
 //! deletes, and it never modifies an object without ferry's label.
 //!
 //! [`discovery`] finds which kinds the cluster serves, [`watch`] feeds their inventory, [`reconcile`] applies
-//! a set through [`kube_api`], [`order`] orders it.
+//! a set through [`kube_api`] after [`guard`] checked each item, [`order`] orders it.
 
 pub mod discovery;
+pub mod guard;
 pub mod index;
 pub mod kube_api;
 pub mod order;
@@ -38,6 +39,9 @@ pub struct AgentOptions {
     pub retry_interval: Duration,
     /// How often API discovery runs again (a CRD installed or removed later is found within this).
     pub discovery_interval: Duration,
+    /// Namespaces no NonAdminBackup may go into, on top of `default`, `kube-*`, `openshift-*` and the Velero
+    /// namespace (the agent refuses such items whatever the coordinator says).
+    pub protected_namespaces: Vec<String>,
 }
 
 /// How long the first connect waits for the first list of an optional kind (NonAdminBackup) that the cluster
@@ -74,6 +78,7 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
     }
     let client = AgentClient::spawn_with_apis(options.transport, initial, Some(cluster_apis));
     let api = KubeApi::new(options.kube.clone());
+    let guard = guard::Guard::new(&options.velero_namespace, &options.protected_namespaces);
     let mut desired = client.desired();
     let mut memory = Memory::default();
     let mut current: Option<Arc<DesiredSet>> = None;
@@ -117,7 +122,7 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
         };
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
         let cached = index::Cached { index: &index, api: &api };
-        let results = reconcile(&cached, &set, &mut memory).await;
+        let results = reconcile(&cached, &guard, &set, &mut memory).await;
         needs_retry = results.iter().any(|r| {
             let outcome = ApplyOutcome::try_from(r.outcome).unwrap_or(ApplyOutcome::Unspecified);
             matches!(outcome, ApplyOutcome::Held | ApplyOutcome::Failed)

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::guard::Guard;
 use super::order::apply_order;
 use crate::coordinator::cluster::ObjectKey;
 use crate::grpc::proto::{ApplyOutcome, DesiredAction, DesiredItem, DesiredSet, ItemResult, ObjectRef};
@@ -62,7 +63,7 @@ impl Memory {
 
 /// Applies `set` once. Returns one result per item it acted on (REFUSE and CONFLICT items of the plan are
 /// not applied and get no result: the coordinator already knows them).
-pub async fn reconcile(api: &dyn ClusterApi, set: &DesiredSet, memory: &mut Memory) -> Vec<ItemResult> {
+pub async fn reconcile(api: &dyn ClusterApi, guard: &Guard, set: &DesiredSet, memory: &mut Memory) -> Vec<ItemResult> {
     memory.keep_only(&set.version);
     let mut live: HashMap<ObjectKey, Value> = HashMap::new();
     let mut results = Vec::new();
@@ -72,7 +73,7 @@ pub async fn reconcile(api: &dyn ClusterApi, set: &DesiredSet, memory: &mut Memo
         let action = DesiredAction::try_from(item.action).unwrap_or(DesiredAction::Unspecified);
         match action {
             DesiredAction::Create | DesiredAction::Wait => {
-                let (outcome, message) = apply_item(api, set, item, &r, &mut live, memory).await;
+                let (outcome, message) = apply_item(api, guard, set, item, &r, &mut live, memory).await;
                 results.push(ItemResult { r#ref: Some(r), outcome: outcome as i32, message });
             }
             DesiredAction::Refuse | DesiredAction::Conflict => {
@@ -90,12 +91,29 @@ pub async fn reconcile(api: &dyn ClusterApi, set: &DesiredSet, memory: &mut Memo
 
 async fn apply_item(
     api: &dyn ClusterApi,
+    guard: &Guard,
     set: &DesiredSet,
     item: &DesiredItem,
     r: &ObjectRef,
     live: &mut HashMap<ObjectKey, Value>,
     memory: &mut Memory,
 ) -> (ApplyOutcome, String) {
+    // What the coordinator sent is checked before anything is read or written for it.
+    let body: Option<Value> = match item.raw_json.is_empty() {
+        true => None,
+        false => match serde_json::from_slice(&item.raw_json) {
+            Ok(object) => Some(object),
+            Err(e) => return (ApplyOutcome::Failed, format!("the coordinator sent invalid JSON: {e}")),
+        },
+    };
+    if let Some(why) = guard.refusal(item, r, body.as_ref()) {
+        let note = format!("not applied: {why}");
+        if memory.first_time(&set.version, r, "FerryAgentRefused") {
+            tracing::warn!(object = %describe(r), reason = %why, "refused an item from the coordinator");
+            api.event(r, None, "FerryAgentRefused", &note, true).await;
+        }
+        return (ApplyOutcome::Refused, note);
+    }
     // Prerequisites first: everything it waits for must exist (the Backup must have a UID).
     let mut backup_uid = None;
     for prerequisite in &item.waits_for {
@@ -115,14 +133,10 @@ async fn apply_item(
         }
         live.insert(key, found);
     }
-    if item.raw_json.is_empty() {
+    let Some(mut object) = body else {
         let why =
             if item.waits_for_condition.is_empty() { item.reason.clone() } else { item.waits_for_condition.clone() };
         return (ApplyOutcome::Held, format!("nothing to apply yet: {why}"));
-    }
-    let mut object: Value = match serde_json::from_slice(&item.raw_json) {
-        Ok(object) => object,
-        Err(e) => return (ApplyOutcome::Failed, format!("the coordinator sent invalid JSON: {e}")),
     };
     if let Some(uid) = &backup_uid
         && r.kind == "PodVolumeBackup"
@@ -297,10 +311,26 @@ mod tests {
         }
     }
 
+    /// Where the tests' objects live: NABs in a tenant namespace, Velero's kinds in the Velero namespace.
+    fn ns_of(kind: &str) -> &'static str {
+        if kind == "NonAdminBackup" { "team-a" } else { "velero" }
+    }
+
+    /// An object as ferry plans it (labelled, finished status for Velero's kinds).
     fn ours(kind: &str, name: &str) -> Value {
-        json!({"kind": kind, "metadata": {"name": name, "namespace": "velero",
+        let r = object_ref(kind, ns_of(kind), name);
+        let mut object = json!({"apiVersion": format!("{}/{}", r.group, r.version), "kind": kind,
+               "metadata": {"name": name, "namespace": ns_of(kind),
                "labels": {labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE, labels::VELERO_BACKUP_UID: ""},
-               "ownerReferences": [{"apiVersion": "velero.io/v1", "kind": "Backup", "name": "b", "uid": ""}]}})
+               "ownerReferences": [{"apiVersion": "velero.io/v1", "kind": "Backup", "name": "b", "uid": ""}]}});
+        if kind != "NonAdminBackup" {
+            object["status"] = json!({"phase": "Completed"});
+        }
+        object
+    }
+
+    fn guard() -> Guard {
+        Guard::new("velero", &[])
     }
 
     fn item(
@@ -312,9 +342,9 @@ mod tests {
     ) -> DesiredItem {
         DesiredItem {
             action: action as i32,
-            r#ref: Some(object_ref(kind, "velero", name)),
+            r#ref: Some(object_ref(kind, ns_of(kind), name)),
             backup: "b".into(),
-            waits_for: waits.iter().map(|(k, n)| object_ref(k, "velero", n)).collect(),
+            waits_for: waits.iter().map(|(k, n)| object_ref(k, ns_of(k), n)).collect(),
             raw_json: object.map(|o| serde_json::to_vec(&o).unwrap()).unwrap_or_default(),
             ..Default::default()
         }
@@ -337,7 +367,7 @@ mod tests {
             ],
             complete: true,
         };
-        let results = reconcile(&api, &set, &mut Memory::default()).await;
+        let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
         let pvb = api.get(&object_ref("PodVolumeBackup", "velero", "p1")).await.unwrap().unwrap();
         assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], "uid-b");
@@ -347,11 +377,11 @@ mod tests {
     #[tokio::test]
     async fn missing_prerequisites_hold_and_foreign_objects_conflict() {
         let api = Memo::default();
-        let foreign = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "velero"}});
+        let foreign = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "team-a"}});
         api.objects
             .lock()
             .unwrap()
-            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "velero", "n")), foreign.clone());
+            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "team-a", "n")), foreign.clone());
         let set = DesiredSet {
             version: "v1".into(),
             items: vec![
@@ -368,15 +398,15 @@ mod tests {
             complete: true,
         };
         let mut memory = Memory::default();
-        let results = reconcile(&api, &set, &mut memory).await;
+        let results = reconcile(&api, &guard(), &set, &mut memory).await;
         let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).map(|r| r.outcome);
         assert_eq!(outcome("p1"), Some(ApplyOutcome::Held as i32));
         assert_eq!(outcome("n"), Some(ApplyOutcome::Conflict as i32));
         assert_eq!(outcome("tampered"), None, "refusals are not applied");
-        let stored = api.get(&object_ref("NonAdminBackup", "velero", "n")).await.unwrap().unwrap();
+        let stored = api.get(&object_ref("NonAdminBackup", "team-a", "n")).await.unwrap().unwrap();
         assert_eq!(stored, foreign, "the foreign object is untouched");
         // A second pass records no second Event for the same things.
-        reconcile(&api, &set, &mut memory).await;
+        reconcile(&api, &guard(), &set, &mut memory).await;
         let events = api.events.lock().unwrap().clone();
         assert_eq!(events, ["FerryConflict n", "FerryRefused tampered"], "{events:?}");
     }
@@ -389,14 +419,53 @@ mod tests {
         api.objects
             .lock()
             .unwrap()
-            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "velero", "n")), rewritten.clone());
+            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "team-a", "n")), rewritten.clone());
         let set = DesiredSet {
             version: "v1".into(),
             items: vec![item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n")))],
             complete: true,
         };
-        let results = reconcile(&api, &set, &mut Memory::default()).await;
+        let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert_eq!(results[0].outcome, ApplyOutcome::Applied as i32);
-        assert_eq!(api.get(&object_ref("NonAdminBackup", "velero", "n")).await.unwrap().unwrap(), rewritten);
+        assert_eq!(api.get(&object_ref("NonAdminBackup", "team-a", "n")).await.unwrap().unwrap(), rewritten);
+    }
+
+    #[tokio::test]
+    async fn what_a_hostile_coordinator_sends_is_refused_per_item_and_never_applied() {
+        let api = Memo::default();
+        let mut unfinished = ours("Backup", "runs-on-b");
+        unfinished.as_object_mut().unwrap().remove("status");
+        // The body names another object than the item does.
+        let renamed = ours("Backup", "other-name");
+        let mut protected = item(DesiredAction::Create, "NonAdminBackup", "n", &[], None);
+        let mut in_kube_system = ours("NonAdminBackup", "n");
+        in_kube_system["metadata"]["namespace"] = json!("kube-system");
+        protected.r#ref = Some(object_ref("NonAdminBackup", "kube-system", "n"));
+        protected.raw_json = serde_json::to_vec(&in_kube_system).unwrap();
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![
+                item(DesiredAction::Create, "Backup", "runs-on-b", &[], Some(unfinished)),
+                item(DesiredAction::Create, "Backup", "b2", &[], Some(renamed)),
+                protected,
+                item(DesiredAction::Create, "Backup", "good", &[], Some(ours("Backup", "good"))),
+            ],
+            complete: true,
+        };
+        let mut memory = Memory::default();
+        let results = reconcile(&api, &guard(), &set, &mut memory).await;
+        let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).unwrap().clone();
+        for name in ["runs-on-b", "b2", "n"] {
+            let result = outcome(name);
+            assert_eq!(result.outcome, ApplyOutcome::Refused as i32, "{name}: {result:?}");
+            assert!(result.message.starts_with("not applied: "), "{result:?}");
+        }
+        assert!(outcome("runs-on-b").message.contains("Velero would run it"));
+        assert_eq!(outcome("good").outcome, ApplyOutcome::Applied as i32, "the rest of the set still goes");
+        let stored: Vec<String> = api.objects.lock().unwrap().keys().map(|k| k.name.clone()).collect();
+        assert_eq!(stored, ["good"], "nothing refused was written");
+        reconcile(&api, &guard(), &set, &mut memory).await;
+        let refusals = api.events.lock().unwrap().iter().filter(|e| e.starts_with("FerryAgentRefused")).count();
+        assert_eq!(refusals, 3, "one Event per refused item, not one per pass");
     }
 }

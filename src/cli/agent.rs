@@ -40,6 +40,10 @@ pub struct AgentArgs {
     /// restart and one removed stops its watch.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub discovery_interval: Duration,
+    /// Namespaces no NonAdminBackup may go into, on top of default, kube-*, openshift-* and the Velero
+    /// namespace (the coordinator's protectedNamespaces; the agent checks again what it is sent).
+    #[arg(long, env = "FERRY_PROTECTED_NAMESPACES", value_delimiter = ',')]
+    pub protected_namespaces: Vec<String>,
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
@@ -62,6 +66,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         transport,
         retry_interval: args.retry_interval,
         discovery_interval: args.discovery_interval,
+        protected_namespaces: args.protected_namespaces.clone(),
     };
     agent::run(options, async {
         if let Err(e) = super::coordinator::shutdown_signal().await {

@@ -66,6 +66,8 @@ pub struct ClusterView {
     pub conflicts: u64,
     /// BSLs through which the cluster gets nothing (read-write on another cluster's location, or not granted).
     pub refused_storage_locations: u64,
+    /// Items the agent would not apply (it checks what the coordinator sends: docs/security.md).
+    pub agent_refused: u64,
     /// Which of ferry's kinds the cluster serves; absent when its agent never said (assumed: all).
     pub apis: Option<ApisView>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -170,6 +172,7 @@ impl From<ClusterStatus> for ClusterView {
             held: c.held,
             conflicts: c.conflicts,
             refused_storage_locations: c.refused_storage_locations,
+            agent_refused: c.agent_refused,
             apis: c.apis.map(ApisView::from),
             backups: c.backups.into_iter().map(BackupView::from).collect(),
         }
@@ -227,6 +230,7 @@ fn outcome_name(outcome: i32) -> &'static str {
         ApplyOutcome::Failed => "failed",
         ApplyOutcome::Conflict => "conflict",
         ApplyOutcome::Held => "held",
+        ApplyOutcome::Refused => "refused by agent",
         ApplyOutcome::Unspecified => "pending",
     }
 }

@@ -61,7 +61,7 @@ pub fn render(status: &GetStatusResponse) -> String {
         "BSLs through which the cluster gets nothing: read-write on another cluster's location, or not granted.",
         clusters.iter().map(|c| (cluster(&c.cluster), c.refused_storage_locations as f64)).collect(),
     );
-    let counts: [(&str, CountOf); 7] = [
+    let counts: [(&str, CountOf); 8] = [
         ("desired", |c| c.desired),
         ("applied", |c| c.applied),
         ("failed", |c| c.failed),
@@ -69,6 +69,7 @@ pub fn render(status: &GetStatusResponse) -> String {
         ("waiting", |c| c.waiting),
         ("held", |c| c.held),
         ("conflict", |c| c.conflicts),
+        ("agent_refused", |c| c.agent_refused),
     ];
     family(
         "ferry_cluster_items",

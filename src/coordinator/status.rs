@@ -51,6 +51,7 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
             ApplyOutcome::Applied => status.applied += 1,
             ApplyOutcome::Failed => status.failed += 1,
             ApplyOutcome::Held => status.held += 1,
+            ApplyOutcome::Refused => status.agent_refused += 1,
             ApplyOutcome::Conflict => status.conflicts += u64::from(action != DesiredAction::Conflict),
             ApplyOutcome::Unspecified => {}
         }

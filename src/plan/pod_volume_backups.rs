@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::catalog::CatalogBackup;
-use crate::model::names::velero_label_value;
+use crate::model::names::{invalid_object_name, velero_label_value};
 use crate::model::{Backup, Kind, Object, PodVolumeBackup, labels};
 
 use super::object_template::{for_target, metadata_mut, set_label, set_spec};
@@ -53,6 +53,10 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
         return items;
     }
     for pvb in entry.pod_volume_backups.objects().iter().filter(|p| missing.contains(&p.name())) {
+        if let Some(reason) = refusal(entry, pvb) {
+            items.push(item(Action::Refuse, pvb.name(), Some(reason), None, None));
+            continue;
+        }
         match state {
             BackupState::Exists { uid: Some(uid) } => {
                 items.push(item(Action::Create, pvb.name(), None, None, Some(desired(target, entry, pvb, uid))));
@@ -65,6 +69,72 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
         }
     }
     items
+}
+
+/// DESIGN §3 rule 6: what a PVB from the bucket must be before it may reach a cluster. An unfinished PVB is
+/// work for the target's node-agent; one whose pod is outside the backup's namespaces would let a (tenant's)
+/// backup carry another namespace's volume data into a restore. `None` when it may cross.
+pub fn refusal(entry: &CatalogBackup, pvb: &Object<PodVolumeBackup>) -> Option<String> {
+    let key = format!("PodVolumeBackup {:?} of backup {:?}", pvb.name(), entry.name);
+    if let Some(why) = invalid_object_name(pvb.name()) {
+        return Some(format!("{key}: metadata.name is not a Kubernetes name ({why})"));
+    }
+    let phase = pvb.view.status.phase.as_str();
+    if !TERMINAL_PHASES.contains(&phase) {
+        return Some(format!(
+            "{key}: status.phase is {phase:?}, not finished (Completed or Failed); an unfinished PodVolumeBackup is work for the target's node-agent"
+        ));
+    }
+    let own = velero_label_value(&entry.name);
+    let label = pvb.meta().label(labels::VELERO_BACKUP_NAME);
+    if label != Some(own.as_str()) {
+        return Some(format!("{key}: label {} is {label:?}, not its own backup {own:?}", labels::VELERO_BACKUP_NAME));
+    }
+    let pod_ns = pvb.view.spec.pod.namespace.as_str();
+    let spec = &entry.backup.view.spec;
+    if !namespace_in_backup(pod_ns, &spec.included_namespaces, &spec.excluded_namespaces) {
+        return Some(format!(
+            "{key}: spec.pod.namespace {pod_ns:?} is not among the backup's namespaces (includedNamespaces {:?}, excludedNamespaces {:?})",
+            spec.included_namespaces, spec.excluded_namespaces
+        ));
+    }
+    None
+}
+
+/// Phases after which Velero's node-agent never touches a PVB again.
+const TERMINAL_PHASES: [&str; 2] = ["Completed", "Failed"];
+
+/// Whether Velero's namespace filter (`includedNamespaces`, empty or `*` for all, with `*`/`?` wildcards; then
+/// `excludedNamespaces`) takes `namespace`.
+fn namespace_in_backup(namespace: &str, included: &[String], excluded: &[String]) -> bool {
+    if namespace.is_empty() {
+        return false;
+    }
+    let included = included.is_empty() || included.iter().any(|p| glob_matches(p, namespace));
+    included && !excluded.iter().any(|p| glob_matches(p, namespace))
+}
+
+/// `*` (any run) and `?` (one character) wildcards, as in Velero's namespace patterns.
+fn glob_matches(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
 }
 
 /// The PVB to create; `backup_uid` is empty in a template that waits for the Backup.
@@ -97,4 +167,23 @@ fn is_backup_ref(r: &Value, backup: &str) -> bool {
     r.get("apiVersion").and_then(Value::as_str) == Some(Backup::API_VERSION)
         && r.get("kind").and_then(Value::as_str) == Some(Backup::KIND)
         && r.get("name").and_then(Value::as_str) == Some(backup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn velero_namespace_patterns() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(namespace_in_backup("shop", &[], &[]));
+        assert!(namespace_in_backup("shop", &s(&["*"]), &[]));
+        assert!(namespace_in_backup("team-a", &s(&["team-*"]), &[]));
+        assert!(namespace_in_backup("team-a", &s(&["team-?"]), &[]));
+        assert!(!namespace_in_backup("team-ab", &s(&["team-?"]), &[]));
+        assert!(!namespace_in_backup("kube-system", &s(&["team-a"]), &[]));
+        assert!(!namespace_in_backup("kube-system", &s(&["*"]), &s(&["kube-*"])));
+        assert!(!namespace_in_backup("", &[], &[]));
+        assert!(glob_matches("a*b*c", "axxbyyc") && !glob_matches("a*b*c", "axxbyy"));
+    }
 }

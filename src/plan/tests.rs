@@ -61,12 +61,17 @@ pub(super) fn pvb(backup: &str, i: usize) -> Value {
 }
 
 pub(super) fn entry(backup: Value, pvbs: usize) -> Arc<CatalogBackup> {
+    let name = backup["metadata"]["name"].as_str().unwrap().to_string();
+    entry_with_pvbs(backup, (0..pvbs).map(|i| pvb(&name, i)).collect())
+}
+
+pub(super) fn entry_with_pvbs(backup: Value, pvbs: Vec<Value>) -> Arc<CatalogBackup> {
     let backup = Object::from_value(backup).unwrap();
     let name = backup.name().to_string();
     let version = ObjectVersion::new(Some("e"), 1, 0);
     Arc::new(CatalogBackup {
         pod_volume_backups: PodVolumeBackupFile::from_objects(
-            &(0..pvbs).map(|i| Object::from_value(pvb(&name, i)).unwrap()).collect::<Vec<_>>(),
+            &pvbs.into_iter().map(|p| Object::from_value(p).unwrap()).collect::<Vec<_>>(),
         ),
         name,
         backup,
@@ -442,6 +447,40 @@ fn mappings_into_protected_namespaces_are_refused_at_plan_time() {
 }
 
 // === Rule 6: what may cross ===
+
+#[test]
+fn rule6_only_finished_pvbs_of_the_backups_own_namespaces_cross_and_the_rest_is_named() {
+    let name = NACUUID;
+    let mut in_progress = pvb(name, 1);
+    in_progress["status"]["phase"] = "InProgress".into();
+    let mut foreign = pvb(name, 2);
+    foreign["spec"]["pod"]["namespace"] = "kube-system".into();
+    let mut other_backup = pvb(name, 3);
+    other_backup["metadata"]["labels"]["velero.io/backup-name"] = "someone-elses".into();
+    let mut bad_name = pvb(name, 4);
+    bad_name["metadata"]["name"] = "Not_A_Name".into();
+    let pvbs = vec![pvb(name, 0), in_progress, foreign, other_backup, bad_name];
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    let items = run(vec![entry_with_pvbs(nac_backup("Completed"), pvbs)], &t, &identity());
+    let pvb_items: Vec<&PlanItem> = items.iter().filter(|i| i.kind == "PodVolumeBackup").collect();
+    let refused: Vec<(&str, &str)> = pvb_items
+        .iter()
+        .filter(|i| i.action == Action::Refuse)
+        .map(|i| (i.name.as_str(), i.reason.as_deref().unwrap()))
+        .collect();
+    assert_eq!(refused.len(), 4, "{refused:?}");
+    let reason_of = |n: &str| refused.iter().find(|(name, _)| *name == n).map(|(_, r)| *r).unwrap();
+    assert!(reason_of(&format!("{name}-pvb1")).contains("status.phase is \"InProgress\""));
+    assert!(reason_of(&format!("{name}-pvb2")).contains("spec.pod.namespace \"kube-system\""));
+    assert!(reason_of(&format!("{name}-pvb3")).contains("\"someone-elses\""));
+    assert!(reason_of("Not_A_Name").contains("metadata.name"));
+    assert!(refused.iter().all(|(_, r)| r.contains(&format!("of backup \"{name}\""))), "each names its backup");
+    // The good PVB still goes, and so do the Backup and the NAB.
+    let good: Vec<&str> = pvb_items.iter().filter(|i| i.action != Action::Refuse).map(|i| i.name.as_str()).collect();
+    assert_eq!(good, [format!("{name}-pvb0")]);
+    assert!(items.iter().any(|i| i.kind == "NonAdminBackup" && i.action == Action::Wait));
+    assert!(items.iter().any(|i| i.kind == "Backup" && i.action == Action::Create));
+}
 
 fn read_write_bsl(mode: Option<&str>) -> Value {
     let mut b = bsl("b-bsl", "velero");
