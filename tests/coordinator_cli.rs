@@ -1,12 +1,15 @@
 //! The `ferry coordinator` and `ferry status` binaries: certificates from `ferry certs`, an agent client in this
 //! process, `ferry status` as table and JSON, SIGTERM shutdown, and `--insecure-dev`.
 
+#[path = "http_support/mod.rs"]
+mod http_support;
 #[path = "federation_support/mod.rs"]
 mod support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use http_support::http_get;
 use serde_json::Value;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -16,10 +19,15 @@ const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 /// Starts `ferry coordinator` with `args` and returns it with the gRPC and metrics addresses it printed.
 async fn start_coordinator(bed: &Bed, args: &[&str]) -> (Child, String, String) {
+    start_coordinator_with(&bed.path().join("ferry.yaml"), args).await
+}
+
+/// As [`start_coordinator`], with another config file.
+async fn start_coordinator_with(config: &std::path::Path, args: &[&str]) -> (Child, String, String) {
     let mut child = Command::new(FERRY)
         .arg("coordinator")
         .arg("--config")
-        .arg(bed.path().join("ferry.yaml"))
+        .arg(config)
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
         .args(args)
         .env("FERRY_LOG", "info")
@@ -39,18 +47,6 @@ async fn start_coordinator(bed: &Bed, args: &[&str]) -> (Child, String, String) 
     let line = lines.next_line().await.expect("read").expect("a second line");
     let metrics = line.strip_prefix("metrics on ").unwrap_or_else(|| panic!("unexpected second line {line:?}"));
     (child, addr.to_string(), metrics.to_string())
-}
-
-/// A plain HTTP/1.0 GET: (status code, body).
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (code, body)
 }
 
 fn status(bed: &Bed, addr: &str, extra: &[&str]) -> std::process::Output {
@@ -188,4 +184,33 @@ async fn insecure_dev_warns_and_takes_identities_from_a_header() {
     anonymous.abort();
     agent.abort();
     let _ = child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_bucket_down_does_not_make_the_coordinator_unready() {
+    let bed = Bed::new();
+    let config = std::fs::read_to_string(bed.path().join("ferry.yaml")).expect("config");
+    let down = "  - {name: down, url: s3://nothing, sourceCluster: cluster-a, endpoint: 'http://127.0.0.1:9', region: us-east-1, allowHttp: true}\n";
+    let config = config.replacen("clusters:\n", &format!("{down}clusters:\n"), 1);
+    let path = bed.path().join("two-locations.yaml");
+    std::fs::write(&path, config).expect("write config");
+    let (mut child, _addr, metrics) = start_coordinator_with(&path, &["--insecure-dev"]).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let page = loop {
+        let (_, page) = http_get(&metrics, "/metrics");
+        let read = |name: &str| {
+            page.lines().any(|l| {
+                l.starts_with(&format!("ferry_location_last_refresh_timestamp_seconds{{location=\"{name}\"}}"))
+                    && !l.ends_with(" 0")
+            })
+        };
+        if read("shared") && page.contains("ferry_location_healthy{location=\"down\"} 0") {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "the shared location was never read: {page}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(page.contains("ferry_location_healthy{location=\"shared\"} 1"), "{page}");
+    assert_eq!(http_get(&metrics, "/readyz"), (200, "ready\n".to_string()), "one readable location is enough");
+    child.kill().await.expect("kill");
 }

@@ -170,7 +170,8 @@ async fn a_compromised_coordinator_gets_nothing_hostile_applied() {
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
 
-    let mut ferry = Ferry { dir, coordinator: None, addr, agents: Default::default() };
+    let mut ferry =
+        Ferry { dir, coordinator: None, addr, agents: Default::default(), agent_metrics: Default::default() };
     ferry.start_agent(&bed, "b");
 
     let result = tokio::time::timeout(WAIT, async {

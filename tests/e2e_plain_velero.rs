@@ -138,6 +138,14 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     let status = status_of_b(&ferry);
     assert_eq!(status["failed"], 0, "{status}");
     assert_eq!(status["state"], "connected", "{status}");
+    // The agent's own side port says the same: connected, ready, no NonAdminBackup kind.
+    let agent_http = ferry.agent_metrics["b"].clone();
+    assert_eq!(http_get(&agent_http, "/healthz").0, 200);
+    assert_eq!(http_get(&agent_http, "/readyz").0, 200, "listed and connected");
+    let (_, metrics) = http_get(&agent_http, "/metrics");
+    assert!(metrics.contains("ferry_agent_connected 1\n"), "{metrics}");
+    assert!(metrics.contains("ferry_agent_serves{kind=\"Backup\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("ferry_agent_serves{kind=\"NonAdminBackup\"} 0\n"), "{metrics}");
     let agent_log = ferry.log_text("agent-b");
     assert!(!agent_log.contains("404 page not found"), "no watch of a kind b does not serve:{}", logs_hint(&ferry));
 
@@ -165,6 +173,8 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     })
     .await;
     assert_eq!(apis["summary"], "velero v1.18.3, oadp", "{apis}");
+    let (_, metrics) = http_get(&agent_http, "/metrics");
+    assert!(metrics.contains("ferry_agent_serves{kind=\"NonAdminBackup\"} 1\n"), "{metrics}");
 
     // 3. The NonAdminBackup CRD goes away: its watch stops cleanly; ferry's Backups and PVBs stay.
     let crds: Api<CustomResourceDefinition> = Api::all(b.clone());

@@ -7,6 +7,7 @@
 
 pub mod discovery;
 pub mod guard;
+pub mod health;
 pub mod index;
 pub mod kube_api;
 pub mod order;
@@ -42,6 +43,8 @@ pub struct AgentOptions {
     /// Namespaces no NonAdminBackup may go into, on top of `default`, `kube-*`, `openshift-*` and the Velero
     /// namespace (the agent refuses such items whatever the coordinator says).
     pub protected_namespaces: Vec<String>,
+    /// Where to serve `/healthz`, `/readyz` and `/metrics` (plain HTTP), if anywhere.
+    pub http_listener: Option<tokio::net::TcpListener>,
 }
 
 /// How long the first connect waits for the first list of an optional kind (NonAdminBackup) that the cluster
@@ -50,7 +53,16 @@ pub struct AgentOptions {
 const OPTIONAL_LIST_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs until `shutdown` resolves.
-pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
+pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) {
+    let (view, view_rx) = tokio::sync::watch::channel(health::AgentView::default());
+    let http = options.http_listener.take().map(|listener| {
+        tokio::spawn(async move {
+            if let Err(e) = health::serve(listener, view_rx, std::future::pending()).await {
+                tracing::error!(error = %e, "the health and metrics listener failed");
+            }
+        })
+    });
+    let _http = AbortOnDrop(http);
     let (mut watches, mut updates) = Watches::new(&options.kube, &options.velero_namespace);
     let mut apis = ApiState::default();
     tokio::pin!(shutdown);
@@ -76,7 +88,19 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
     for (resource, items) in &initial {
         index.apply(&Update::Snapshot(resource.clone(), items.clone()));
     }
+    view.send_modify(|v| {
+        v.listed = true;
+        v.apis = cluster_apis.clone();
+    });
     let client = AgentClient::spawn_with_apis(options.transport, initial, Some(cluster_apis));
+    let mut link = client.link();
+    let link_view = view.clone();
+    let _link_task = AbortOnDrop(Some(tokio::spawn(async move {
+        while link.changed().await.is_ok() {
+            let current = link.borrow_and_update().clone();
+            link_view.send_modify(|v| v.link = current);
+        }
+    })));
     let api = KubeApi::new(options.kube.clone());
     let guard = guard::Guard::new(&options.velero_namespace, &options.protected_namespaces);
     let mut desired = client.desired();
@@ -120,6 +144,12 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
             }
             _ = &mut shutdown => break,
         };
+        view.send_if_modified(|v| {
+            let now = apis.cluster_apis();
+            let changed = v.apis != now;
+            v.apis = now;
+            changed
+        });
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
         let cached = index::Cached { index: &index, api: &api };
         let results = reconcile(&cached, &guard, &set, &mut memory).await;
@@ -127,6 +157,7 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
             let outcome = ApplyOutcome::try_from(r.outcome).unwrap_or(ApplyOutcome::Unspecified);
             matches!(outcome, ApplyOutcome::Held | ApplyOutcome::Failed)
         });
+        view.send_modify(|v| v.set_results(&results));
         let report = ApplyResult { desired_version: set.version.clone(), items: results };
         if last_report.as_ref() != Some(&report) {
             log_results(&report.items);
@@ -135,6 +166,17 @@ pub async fn run(options: AgentOptions, shutdown: impl Future<Output = ()>) {
         }
     }
     client.shutdown().await;
+}
+
+/// Aborts a background task when dropped (the agent's side tasks end with it).
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
 }
 
 /// Discovery until it answers once (an API server still starting, a network blip): nothing is watched before.

@@ -44,6 +44,9 @@ pub struct AgentArgs {
     /// namespace (the coordinator's protectedNamespaces; the agent checks again what it is sent).
     #[arg(long, env = "FERRY_PROTECTED_NAMESPACES", value_delimiter = ',')]
     pub protected_namespaces: Vec<String>,
+    /// /healthz, /readyz and /metrics address (plain HTTP); "" disables it.
+    #[arg(long, env = "FERRY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: String,
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
@@ -60,6 +63,16 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         None => AgentConfig::new(args.coordinator.clone(), Some(args.tls.config()?)),
     };
     transport.heartbeat_interval = args.heartbeat_interval;
+    let http_listener = if args.metrics_listen.is_empty() {
+        None
+    } else {
+        let listener = tokio::net::TcpListener::bind(&args.metrics_listen)
+            .await
+            .with_context(|| format!("cannot listen on {} (metrics)", args.metrics_listen))?;
+        // Tests and scripts read the actual address (with port 0) from this line.
+        println!("metrics on {}", listener.local_addr()?);
+        Some(listener)
+    };
     let options = AgentOptions {
         kube,
         velero_namespace: args.velero_namespace.clone(),
@@ -67,6 +80,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         retry_interval: args.retry_interval,
         discovery_interval: args.discovery_interval,
         protected_namespaces: args.protected_namespaces.clone(),
+        http_listener,
     };
     agent::run(options, async {
         if let Err(e) = super::coordinator::shutdown_signal().await {

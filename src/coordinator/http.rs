@@ -1,5 +1,5 @@
-//! The coordinator's plain-HTTP side port: `/healthz` (the process serves), `/readyz` (every location was read
-//! at least once) and `/metrics` (Prometheus). No TLS and no data beyond counts and names: bind it to a
+//! The coordinator's plain-HTTP side port: `/healthz` (the process serves), `/readyz` (at least one location
+//! was read) and `/metrics` (Prometheus). No TLS and no data beyond counts and names: bind it to a
 //! port only the cluster's monitoring reaches.
 
 use std::sync::Arc;

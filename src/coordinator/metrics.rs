@@ -108,12 +108,17 @@ pub fn render(status: &GetStatusResponse) -> String {
     out
 }
 
-/// Ready when every location has been read successfully at least once: before that, the desired sets lack
-/// whole locations. Returns the reason when not ready.
+/// Ready when at least one location has been read successfully (or none is configured): one bucket that is
+/// down must not take the whole federation out of service. A location never read is simply absent from the
+/// desired sets, which are then marked incomplete (nothing is ever deleted on them); its health is in
+/// `ferry_location_healthy` and `ferry status`. Returns the reason when not ready.
 pub fn readiness(status: &GetStatusResponse) -> Result<(), String> {
-    let unread: Vec<&str> =
-        status.locations.iter().filter(|l| l.last_refresh_unix == 0).map(|l| l.name.as_str()).collect();
-    if unread.is_empty() { Ok(()) } else { Err(format!("locations not read yet: {}", unread.join(", "))) }
+    let read = |l: &&crate::grpc::proto::LocationStatus| l.last_refresh_unix != 0;
+    if status.locations.is_empty() || status.locations.iter().any(|l| read(&l)) {
+        return Ok(());
+    }
+    let names: Vec<&str> = status.locations.iter().map(|l| l.name.as_str()).collect();
+    Err(format!("no location read yet: {}", names.join(", ")))
 }
 
 fn escape(value: &str) -> String {
@@ -156,6 +161,21 @@ mod tests {
         assert!(text.contains("ferry_cluster_oadp{cluster=\"b\"} 0\n"), "{text}");
         assert!(text.contains("ferry_cluster_refused_storage_locations{cluster=\"b\"} 1\n"), "{text}");
         assert!(text.contains("ferry_cluster_missing_crds{cluster=\"b\"} 1\n"), "{text}");
-        assert_eq!(readiness(&status), Err("locations not read yet: sh\"ared".into()));
+        assert_eq!(readiness(&status), Err("no location read yet: sh\"ared".into()));
+    }
+
+    #[test]
+    fn one_readable_location_is_enough_to_be_ready() {
+        let location =
+            |name: &str, read: i64| LocationStatus { name: name.into(), last_refresh_unix: read, ..Default::default() };
+        let mut status = GetStatusResponse {
+            locations: vec![location("down", 0), location("up", 1_700_000_000)],
+            ..Default::default()
+        };
+        assert_eq!(readiness(&status), Ok(()));
+        status.locations.pop();
+        assert!(readiness(&status).is_err());
+        status.locations.clear();
+        assert_eq!(readiness(&status), Ok(()), "nothing to read: nothing to wait for");
     }
 }

@@ -4,6 +4,11 @@
 //! `e2e/testbed/up.sh` (binaries built once by `e2e/testbed/build.sh`), stopped by `down.sh` on drop.
 #![allow(dead_code)]
 
+#[path = "../http_support/mod.rs"]
+mod http_support;
+#[allow(unused_imports)] // not every e2e test reads a side port
+pub use http_support::http_get;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -155,6 +160,8 @@ pub struct Ferry {
     pub coordinator: Option<Child>,
     pub addr: String,
     pub agents: HashMap<String, Child>,
+    /// Each agent's `/healthz`, `/readyz`, `/metrics` address.
+    pub agent_metrics: HashMap<String, String>,
 }
 
 impl Ferry {
@@ -205,7 +212,13 @@ coordinator:
             kube_b = bed.admin_kubeconfig("b").display(),
         );
         std::fs::write(dir.path().join("ferry.yaml"), config).expect("config");
-        let mut ferry = Ferry { dir, coordinator: None, addr: String::new(), agents: HashMap::new() };
+        let mut ferry = Ferry {
+            dir,
+            coordinator: None,
+            addr: String::new(),
+            agents: HashMap::new(),
+            agent_metrics: HashMap::new(),
+        };
         ferry.start_coordinator(bed, None);
         ferry
     }
@@ -264,12 +277,18 @@ coordinator:
             .arg("--kubeconfig")
             .arg(bed.agent_kubeconfig(cluster))
             .args(["--velero-namespace", VELERO_NS, "--heartbeat-interval", "1s", "--retry-interval", "500ms"])
-            .args(["--discovery-interval", "1s"])
+            .args(["--discovery-interval", "1s", "--metrics-listen", "127.0.0.1:0"])
             .env("FERRY_LOG", "info,ferry=debug")
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(self.log(&format!("agent-{cluster}")))
             .spawn()
             .expect("start ferry agent");
+        let mut child = child;
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).expect("read the metrics address");
+        let metrics = line.trim().strip_prefix("metrics on ").unwrap_or_else(|| panic!("agent said {line:?}"));
+        self.agent_metrics.insert(cluster.to_string(), metrics.to_string());
         self.agents.insert(cluster.to_string(), child);
     }
 
