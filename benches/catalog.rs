@@ -52,7 +52,7 @@ async fn serial_load(store: &dyn ObjectStore, layout: &Layout) -> anyhow::Result
         let pvbs = Path::from(layout.key(name, BackupFile::PodVolumeBackups).as_str());
         if store.head(&pvbs).await.is_ok() {
             let bytes = store.get(&pvbs).await?.bytes().await?;
-            let _ = ferry::catalog::decode::pod_volume_backups(&bytes);
+            let _ = ferry::catalog::decode::pod_volume_backups(&bytes, &Default::default());
         }
         loaded += 1;
     }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use ferry::bucket::{DEFAULT_CONCURRENCY, LoadError, Loader, Store, metered};
+use ferry::bucket::{CatalogLimits, DEFAULT_CONCURRENCY, LoadError, Loader, Store, metered};
 use ferry::catalog::{BackupFile, Layout, Listing, Location, LocationCatalog, StoreKind};
 use ferry::model::BackupPhase;
 
@@ -540,4 +540,51 @@ async fn bucket_root_layout_with_empty_prefix() {
     assert_exactly(&catalog, &specs);
     let warm = loader.refresh(Some(&catalog)).await.expect("readable");
     assert_eq!(warm, catalog);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_objects_are_not_downloaded_and_gzip_bombs_are_refused_by_key() {
+    let minio = Minio::shared();
+    minio.create_bucket("limits");
+    let layout = Layout::new("velero");
+    let store = minio.store("limits");
+    let good: Vec<Spec> = (0..5).map(|i| Spec::new(format!("good-{i}"), "shop", 1)).collect();
+    put_all(&store, objects_of(&layout, &good)).await;
+    let meta = |name: &str| layout.key(name, BackupFile::Metadata);
+    let pvb = |name: &str| layout.key(name, BackupFile::PodVolumeBackups);
+
+    // velero-backup.json padded past the size limit (a 200 KB annotation).
+    let mut big = velero::backup("big", &["shop"], "Completed");
+    big["metadata"]["annotations"]["padding"] = "x".repeat(200_000).into();
+    // A PVB file of some 64 KB that inflates to 64 MiB of valid JSON: one PVB, then whitespace.
+    let one = serde_json::to_string(&velero::pvbs("bomb", "shop", 1)[0]).expect("json");
+    let bomb = velero::gzip(format!("[{one}{}]", " ".repeat(64 * 1024 * 1024)).as_bytes());
+    assert!(bomb.len() < 128 * 1024, "a bomb is small: {} bytes", bomb.len());
+    put_all(
+        &store,
+        vec![
+            (meta("big"), velero::json_bytes(&big)),
+            (meta("bomb"), velero::backup_json("bomb", &["shop"], "Completed")),
+            (pvb("bomb"), bomb),
+        ],
+    )
+    .await;
+
+    let (metered, counts) = metered::meter(store.clone());
+    let limits = CatalogLimits { max_object_bytes: 128 * 1024, ..CatalogLimits::default() };
+    let loader = Loader::new(metered, location(&store, "limits", "velero"), 4).with_limits(limits);
+    let catalog = loader.refresh(None).await.expect("readable");
+
+    let errors = errors_by_key(&catalog);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    let too_big = errors[meta("big").as_str()];
+    assert!(too_big.contains("over the limit of 131072 (catalog.maxObjectBytes); not downloaded"), "{too_big}");
+    let bombed = errors[pvb("bomb").as_str()];
+    assert!(bombed.contains("catalog.maxDecompressionRatio"), "{bombed}");
+    assert_eq!(catalog.skipped, BTreeSet::from(["big".to_string(), "bomb".to_string()]));
+    for spec in &good {
+        assert_loaded(&catalog, spec);
+    }
+    // Two GETs for each good backup and the bomb's two objects; none for the oversized one.
+    assert_eq!(counts.tally().get, 2 * good.len() as u64 + 2);
 }

@@ -32,6 +32,29 @@ pub enum FetchError {
     Read(#[from] object_store::Error),
     #[error("{0}")]
     Decode(#[from] decode::DecodeError),
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+/// A download, or why it was not made.
+enum Got {
+    Object(bytes::Bytes, ObjectVersion),
+    TooLarge(String),
+}
+
+/// What one bucket object may cost before it is refused as bad input (reported by key, skipped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatalogLimits {
+    /// Largest object fetched (`catalog.maxObjectBytes`), checked against the listing before the download
+    /// and against the response before its body is read.
+    pub max_object_bytes: u64,
+    pub decode: decode::DecodeLimits,
+}
+
+impl Default for CatalogLimits {
+    fn default() -> Self {
+        Self { max_object_bytes: 64 * 1024 * 1024, decode: decode::DecodeLimits::default() }
+    }
 }
 
 /// Reads one location into a [`LocationCatalog`].
@@ -41,6 +64,7 @@ pub struct Loader {
     layout: Layout,
     location: Location,
     concurrency: usize,
+    limits: CatalogLimits,
 }
 
 /// The outcome of fetching one backup.
@@ -61,7 +85,13 @@ enum Fetched {
 impl Loader {
     pub fn new(store: Store, location: Location, concurrency: usize) -> Self {
         let layout = Layout::new(&location.prefix);
-        Self { store, layout, location, concurrency: concurrency.max(1) }
+        Self { store, layout, location, concurrency: concurrency.max(1), limits: CatalogLimits::default() }
+    }
+
+    /// The same loader with other limits.
+    pub fn with_limits(mut self, limits: CatalogLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn location(&self) -> &Location {
@@ -187,11 +217,12 @@ impl Loader {
         let meta_key = self.layout.key(name, BackupFile::Metadata);
         let (backup, metadata_version) = match (metadata, previous) {
             (false, Some(prev)) => (prev.backup.clone(), prev.metadata_version.clone()),
-            _ => match self.get(&meta_key).await {
-                Ok((bytes, version)) => match decode::backup_metadata(name, &bytes) {
+            _ => match self.get(&meta_key, listed.metadata.as_ref()).await {
+                Ok(Got::Object(bytes, version)) => match decode::backup_metadata(name, &bytes) {
                     Ok(backup) => (backup, version),
                     Err(e) => return Fetched::Bad { key: meta_key, error: e.to_string() },
                 },
+                Ok(Got::TooLarge(error)) => return Fetched::Bad { key: meta_key, error },
                 Err(e) => return Fetched::ReadFailed { key: meta_key, error: e.to_string() },
             },
         };
@@ -202,11 +233,12 @@ impl Loader {
                 (prev.pod_volume_backups.clone(), prev.pod_volume_backups_version.clone())
             }
             (false, _) => (PodVolumeBackupFile::default(), None),
-            (true, _) => match self.get(&pvb_key).await {
-                Ok((bytes, version)) => match PodVolumeBackupFile::from_gzip(&bytes) {
+            (true, _) => match self.get(&pvb_key, listed.pod_volume_backups.as_ref()).await {
+                Ok(Got::Object(bytes, version)) => match PodVolumeBackupFile::from_gzip(&bytes, &self.limits.decode) {
                     Ok(items) => (items, Some(version)),
                     Err(e) => return Fetched::Bad { key: pvb_key, error: e.to_string() },
                 },
+                Ok(Got::TooLarge(error)) => return Fetched::Bad { key: pvb_key, error },
                 Err(object_store::Error::NotFound { .. }) => (PodVolumeBackupFile::default(), None),
                 Err(e) => return Fetched::ReadFailed { key: pvb_key, error: e.to_string() },
             },
@@ -222,15 +254,30 @@ impl Loader {
         }))
     }
 
-    async fn get(&self, key: &str) -> Result<(bytes::Bytes, ObjectVersion), object_store::Error> {
+    /// Downloads an object unless the listing (`listed`) or the response says it is over the size limit.
+    async fn get(&self, key: &str, listed: Option<&ObjectVersion>) -> Result<Got, object_store::Error> {
+        if let Some(error) = listed.and_then(|v| self.oversized(v.size)) {
+            return Ok(Got::TooLarge(error));
+        }
         let result: GetResult = self.store.objects.get(&Path::from(key)).await?;
+        if let Some(error) = self.oversized(result.meta.size) {
+            return Ok(Got::TooLarge(error));
+        }
         let version = version_of(&result.meta);
-        Ok((result.bytes().await?, version))
+        Ok(Got::Object(result.bytes().await?, version))
+    }
+
+    fn oversized(&self, size: u64) -> Option<String> {
+        let max = self.limits.max_object_bytes;
+        (size > max)
+            .then(|| format!("is {size} bytes, over the limit of {max} (catalog.maxObjectBytes); not downloaded"))
     }
 
     /// Reads `<name>-resource-list.json.gz` (on demand: plans do not need it).
     pub async fn resource_list(&self, name: &str) -> Result<ResourceList, FetchError> {
-        let (bytes, _) = self.get(&self.layout.key(name, BackupFile::ResourceList)).await?;
-        Ok(decode::resource_list(&bytes)?)
+        match self.get(&self.layout.key(name, BackupFile::ResourceList), None).await? {
+            Got::Object(bytes, _) => Ok(decode::resource_list(&bytes, &self.limits.decode)?),
+            Got::TooLarge(error) => Err(FetchError::TooLarge(error)),
+        }
     }
 }

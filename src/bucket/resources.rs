@@ -42,7 +42,7 @@ pub async fn backup_resources(
     let key = layout.key(name, BackupFile::ResourceList);
     match store.objects.get(&Path::from(key.as_str())).await {
         Ok(result) => {
-            let list = decode::resource_list(&result.bytes().await?)?;
+            let list = decode::resource_list(&result.bytes().await?, &decode::DecodeLimits::default())?;
             Ok(Some(BackupResources::ResourceList { key, list }))
         }
         Err(object_store::Error::NotFound { .. }) => Ok(None),

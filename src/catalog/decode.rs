@@ -11,15 +11,42 @@ use crate::model::compressed_json::compact;
 use crate::model::names::invalid_object_name;
 use crate::model::{Backup, Kind, Object, PodVolumeBackup};
 
-/// Decompressed metadata files larger than this are refused (a gzip bomb would otherwise exhaust memory).
-pub const MAX_DECOMPRESSED_BYTES: u64 = 256 * 1024 * 1024;
+/// What decompressing one bucket object may cost: a gzip bomb (a few KB that inflate to gigabytes) is refused
+/// by its ratio long before it could exhaust memory, and anything by the absolute cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Most bytes one object may decompress to (`catalog.maxDecompressedBytes`).
+    pub max_decompressed_bytes: u64,
+    /// Most times its compressed size one object may decompress to (`catalog.maxDecompressionRatio`). Velero's
+    /// JSON files compress 5–30×; deflate's own limit is about 1032×.
+    pub max_ratio: u64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        Self { max_decompressed_bytes: 256 * 1024 * 1024, max_ratio: 200 }
+    }
+}
+
+/// A small file may compress better than any ratio (a list of one PVB name repeated): up to this it may.
+const RATIO_FLOOR_BYTES: u64 = 1024 * 1024;
+
+impl DecodeLimits {
+    /// The most a `compressed`-byte object may decompress to.
+    pub fn cap_for(&self, compressed: usize) -> u64 {
+        let by_ratio = (compressed as u64).saturating_mul(self.max_ratio).max(RATIO_FLOOR_BYTES);
+        by_ratio.min(self.max_decompressed_bytes)
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     #[error("not valid gzip: {0}")]
     Gzip(std::io::Error),
-    #[error("decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")]
-    TooLarge,
+    #[error(
+        "decompresses to more than {cap} bytes from {compressed} (limits: catalog.maxDecompressedBytes, catalog.maxDecompressionRatio)"
+    )]
+    TooLarge { cap: u64, compressed: usize },
     #[error("not valid JSON: {0}")]
     Json(serde_json::Error),
     #[error("wrong shape: {0}")]
@@ -45,9 +72,9 @@ pub fn backup_metadata(dir: &str, bytes: &[u8]) -> Result<Object<Backup>, Decode
 }
 
 /// Decodes `<name>-podvolumebackups.json.gz`: a JSON array of PodVolumeBackups, or `null` for none.
-pub fn pod_volume_backups(bytes: &[u8]) -> Result<Vec<Object<PodVolumeBackup>>, DecodeError> {
+pub fn pod_volume_backups(bytes: &[u8], limits: &DecodeLimits) -> Result<Vec<Object<PodVolumeBackup>>, DecodeError> {
     let mut out = Vec::new();
-    for_each_pod_volume_backup(bytes, |i, text| {
+    for_each_pod_volume_backup(bytes, limits, |i, text| {
         let pvb = Object::<PodVolumeBackup>::from_json_text(text)
             .map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
         out.push(pvb);
@@ -58,9 +85,9 @@ pub fn pod_volume_backups(bytes: &[u8]) -> Result<Vec<Object<PodVolumeBackup>>, 
 
 /// Validates a PVB file as [`pod_volume_backups`] does and returns the PVB names and the items as one compact
 /// JSON array (`[]` for a `null` file), so the caller can keep them in its own form.
-pub fn pod_volume_backup_items(bytes: &[u8]) -> Result<(Vec<Box<str>>, Vec<u8>), DecodeError> {
+pub fn pod_volume_backup_items(bytes: &[u8], limits: &DecodeLimits) -> Result<(Vec<Box<str>>, Vec<u8>), DecodeError> {
     let (mut names, mut array) = (Vec::new(), vec![b'[']);
-    for_each_pod_volume_backup(bytes, |i, text| {
+    for_each_pod_volume_backup(bytes, limits, |i, text| {
         let view: PodVolumeBackup =
             serde_json::from_str(text).map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
         names.push(view.metadata.name.into_boxed_str());
@@ -87,9 +114,10 @@ pub fn pod_volume_backup_array(text: &[u8]) -> Result<Vec<Object<PodVolumeBackup
 /// Calls `each(index, item text)` for every item of a PVB file, after checking the file's and the item's shape.
 fn for_each_pod_volume_backup(
     bytes: &[u8],
+    limits: &DecodeLimits,
     mut each: impl FnMut(usize, &str) -> Result<(), DecodeError>,
 ) -> Result<(), DecodeError> {
-    let text = gunzip(bytes)?;
+    let text = gunzip(bytes, limits)?;
     let document: &RawValue = serde_json::from_slice(&text).map_err(DecodeError::Json)?;
     let items: Option<Vec<&RawValue>> = serde_json::from_str(document.get()).map_err(|_| {
         DecodeError::Shape(format!("expected a JSON array or null, found {}", json_type(document.get())))
@@ -124,20 +152,22 @@ struct NameOnlyMeta {
 /// `<name>-resource-list.json.gz`: `"<group>/<version>/<Kind>"` (core: `"v1/Pod"`) → `["ns/name" | "name"]`.
 pub type ResourceList = BTreeMap<String, Vec<String>>;
 
-pub fn resource_list(bytes: &[u8]) -> Result<ResourceList, DecodeError> {
-    let value = gzip_json(bytes)?;
+pub fn resource_list(bytes: &[u8], limits: &DecodeLimits) -> Result<ResourceList, DecodeError> {
+    let value = gzip_json(bytes, limits)?;
     serde_json::from_value(value).map_err(|e| DecodeError::Shape(format!("expected a map of kind to names: {e}")))
 }
 
-fn gzip_json(bytes: &[u8]) -> Result<Value, DecodeError> {
-    serde_json::from_slice(&gunzip(bytes)?).map_err(DecodeError::Json)
+fn gzip_json(bytes: &[u8], limits: &DecodeLimits) -> Result<Value, DecodeError> {
+    serde_json::from_slice(&gunzip(bytes, limits)?).map_err(DecodeError::Json)
 }
 
-fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
+/// Inflates at most the object's cap (and one byte more, to tell "exactly the cap" from "over it").
+fn gunzip(bytes: &[u8], limits: &DecodeLimits) -> Result<Vec<u8>, DecodeError> {
+    let cap = limits.cap_for(bytes.len());
     let mut text = Vec::new();
-    MultiGzDecoder::new(bytes).take(MAX_DECOMPRESSED_BYTES + 1).read_to_end(&mut text).map_err(DecodeError::Gzip)?;
-    if text.len() as u64 > MAX_DECOMPRESSED_BYTES {
-        return Err(DecodeError::TooLarge);
+    MultiGzDecoder::new(bytes).take(cap + 1).read_to_end(&mut text).map_err(DecodeError::Gzip)?;
+    if text.len() as u64 > cap {
+        return Err(DecodeError::TooLarge { cap, compressed: bytes.len() });
     }
     Ok(text)
 }
@@ -188,6 +218,10 @@ mod tests {
         enc.finish().unwrap()
     }
 
+    fn pod_volume_backups_default(bytes: &[u8]) -> Result<Vec<Object<PodVolumeBackup>>, DecodeError> {
+        pod_volume_backups(bytes, &DecodeLimits::default())
+    }
+
     #[test]
     fn metadata_is_checked_against_its_directory() {
         let json =
@@ -211,23 +245,49 @@ mod tests {
 
     #[test]
     fn pvb_file_shapes() {
-        assert!(pod_volume_backups(&gz("null\n")).unwrap().is_empty());
-        assert!(pod_volume_backups(&gz("[]")).unwrap().is_empty());
-        let one =
-            pod_volume_backups(&gz(r#"[{"metadata":{"name":"b1-x"},"spec":{"pod":{"namespace":"a"}}}]"#)).unwrap();
+        assert!(pod_volume_backups_default(&gz("null\n")).unwrap().is_empty());
+        assert!(pod_volume_backups_default(&gz("[]")).unwrap().is_empty());
+        let one = pod_volume_backups_default(&gz(r#"[{"metadata":{"name":"b1-x"},"spec":{"pod":{"namespace":"a"}}}]"#))
+            .unwrap();
         assert_eq!(one[0].view.spec.pod.namespace, "a");
-        assert!(pod_volume_backups(&gz("{}")).unwrap_err().to_string().contains("array or null"));
-        assert!(pod_volume_backups(&gz("[1]")).unwrap_err().to_string().contains("item 0"));
-        assert!(matches!(pod_volume_backups(b"not gzip"), Err(DecodeError::Gzip(_))));
+        assert!(pod_volume_backups_default(&gz("{}")).unwrap_err().to_string().contains("array or null"));
+        assert!(pod_volume_backups_default(&gz("[1]")).unwrap_err().to_string().contains("item 0"));
+        assert!(matches!(pod_volume_backups_default(b"not gzip"), Err(DecodeError::Gzip(_))));
         let mut truncated = gz("[]");
         truncated.truncate(truncated.len() - 4);
-        assert!(pod_volume_backups(&truncated).is_err());
+        assert!(pod_volume_backups_default(&truncated).is_err());
     }
 
     #[test]
     fn resource_list_shape() {
-        let list = resource_list(&gz(r#"{"v1/Pod":["a/p1"],"v1/Namespace":["a"]}"#)).unwrap();
+        let limits = DecodeLimits::default();
+        let list = resource_list(&gz(r#"{"v1/Pod":["a/p1"],"v1/Namespace":["a"]}"#), &limits).unwrap();
         assert_eq!(list["v1/Pod"], ["a/p1"]);
-        assert!(resource_list(&gz("[]")).is_err());
+        assert!(resource_list(&gz("[]"), &limits).is_err());
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused_by_its_ratio_and_anything_by_the_absolute_cap() {
+        // 8 MiB of one repeated PVB name compresses to a few KB: over 200× and over the 1 MiB floor.
+        let item = r#"{"metadata":{"name":"x"}},"#;
+        let bomb = gz(&format!("[{}{{\"metadata\":{{\"name\":\"y\"}}}}]", item.repeat(8 * 1024 * 1024 / item.len())));
+        let limits = DecodeLimits::default();
+        match pod_volume_backups(&bomb, &limits) {
+            Err(DecodeError::TooLarge { cap, compressed }) => {
+                assert_eq!(cap, limits.cap_for(compressed));
+                assert!(cap < 8 * 1024 * 1024, "{cap}");
+            }
+            other => panic!("not refused: {:?}", other.map(|v| v.len())),
+        }
+        let message = pod_volume_backups(&bomb, &limits).unwrap_err().to_string();
+        assert!(message.contains("catalog.maxDecompressionRatio"), "{message}");
+        // With a higher ratio the same file reads.
+        let lenient = DecodeLimits { max_ratio: 100_000, ..limits };
+        assert!(pod_volume_backups(&bomb, &lenient).is_ok());
+        // The absolute cap holds whatever the ratio.
+        let tight = DecodeLimits { max_decompressed_bytes: 1024, max_ratio: 100_000 };
+        assert!(matches!(pod_volume_backups(&bomb, &tight), Err(DecodeError::TooLarge { cap: 1024, .. })));
+        // Small files are never refused by the ratio alone.
+        assert_eq!(limits.cap_for(10), RATIO_FLOOR_BYTES);
     }
 }

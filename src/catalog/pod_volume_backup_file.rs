@@ -18,8 +18,8 @@ pub struct PodVolumeBackupFile {
 
 impl PodVolumeBackupFile {
     /// Validates the file (see [`decode::pod_volume_backups`]) and keeps it.
-    pub fn from_gzip(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let (names, array) = decode::pod_volume_backup_items(bytes)?;
+    pub fn from_gzip(bytes: &[u8], limits: &decode::DecodeLimits) -> Result<Self, DecodeError> {
+        let (names, array) = decode::pod_volume_backup_items(bytes, limits)?;
         Ok(Self { items: CompressedJson::new(&array), names })
     }
 
@@ -70,9 +70,9 @@ mod tests {
         let file = PodVolumeBackupFile::from_objects(std::slice::from_ref(&pvb));
         assert_eq!(file.names().collect::<Vec<_>>(), ["b-x"]);
         let gzip = crate::fixture::gzip(&file.items.text());
-        let again = PodVolumeBackupFile::from_gzip(&gzip).unwrap();
+        let again = PodVolumeBackupFile::from_gzip(&gzip, &Default::default()).unwrap();
         assert_eq!(again, file);
         assert_eq!(again.objects(), vec![pvb]);
-        assert!(PodVolumeBackupFile::from_gzip(b"nope").is_err());
+        assert!(PodVolumeBackupFile::from_gzip(b"nope", &Default::default()).is_err());
     }
 }

@@ -81,7 +81,8 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
         let domain = config.location(location, store.kind, &store.bucket);
         let started = Instant::now();
         tracing::info!(location = %location.name, url = %location.url, "reading location");
-        let loader = Loader::new(store, domain, config.config.catalog.concurrency);
+        let catalog = &config.config.catalog;
+        let loader = Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits());
         let catalog = loader.refresh(None).await?;
         tracing::info!(
             location = %location.name,

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::bucket::{DEFAULT_CONCURRENCY, StoreConfig};
+use crate::bucket::{CatalogLimits, DEFAULT_CONCURRENCY, StoreConfig};
+use crate::catalog::decode::DecodeLimits;
 use crate::catalog::{Location, StoreKind};
 use crate::dag::{Priorities, Rule};
 use crate::resolve::{MappingError, NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};
@@ -137,12 +138,50 @@ pub struct CatalogConfig {
     /// Concurrent requests per location.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// Largest bucket object fetched; a larger one is reported by key and skipped, never downloaded.
+    #[serde(default = "default_max_object_bytes")]
+    pub max_object_bytes: u64,
+    /// Most bytes one object may decompress to.
+    #[serde(default = "default_max_decompressed_bytes")]
+    pub max_decompressed_bytes: u64,
+    /// Most times its compressed size one object may decompress to (gzip bombs).
+    #[serde(default = "default_max_decompression_ratio")]
+    pub max_decompression_ratio: u64,
 }
 
 impl Default for CatalogConfig {
     fn default() -> Self {
-        Self { concurrency: DEFAULT_CONCURRENCY }
+        Self {
+            concurrency: DEFAULT_CONCURRENCY,
+            max_object_bytes: default_max_object_bytes(),
+            max_decompressed_bytes: default_max_decompressed_bytes(),
+            max_decompression_ratio: default_max_decompression_ratio(),
+        }
     }
+}
+
+impl CatalogConfig {
+    pub fn limits(&self) -> CatalogLimits {
+        CatalogLimits {
+            max_object_bytes: self.max_object_bytes,
+            decode: DecodeLimits {
+                max_decompressed_bytes: self.max_decompressed_bytes,
+                max_ratio: self.max_decompression_ratio,
+            },
+        }
+    }
+}
+
+fn default_max_object_bytes() -> u64 {
+    CatalogLimits::default().max_object_bytes
+}
+
+fn default_max_decompressed_bytes() -> u64 {
+    DecodeLimits::default().max_decompressed_bytes
+}
+
+fn default_max_decompression_ratio() -> u64 {
+    DecodeLimits::default().max_ratio
 }
 
 fn default_concurrency() -> usize {
@@ -311,6 +350,13 @@ impl LoadedConfig {
         }
         if coordinator.catalog_refresh_interval.is_zero() || coordinator.resync_interval.is_zero() {
             return Err(invalid("coordinator.catalogRefreshInterval and resyncInterval must be above 0".into()));
+        }
+        let catalog = &config.catalog;
+        if catalog.max_object_bytes == 0 || catalog.max_decompressed_bytes == 0 || catalog.max_decompression_ratio == 0
+        {
+            return Err(invalid(
+                "catalog.maxObjectBytes, maxDecompressedBytes and maxDecompressionRatio must be above 0".into(),
+            ));
         }
         if config.catalog.concurrency == 0 {
             return Err(invalid("catalog.concurrency must be at least 1".into()));

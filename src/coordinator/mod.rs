@@ -120,7 +120,8 @@ pub async fn start(
             error: None,
             last_refresh: None,
         });
-        loaders.push(Loader::new(store, domain, config.config.catalog.concurrency));
+        let catalog = &config.config.catalog;
+        loaders.push(Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()));
     }
     let clusters = config
         .config
