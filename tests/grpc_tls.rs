@@ -12,7 +12,8 @@ use ferry::grpc::certs::{self, Ca, CertsSpec, Validity};
 use ferry::grpc::identity::Role;
 use ferry::grpc::proto::GetStatusRequest;
 use ferry::grpc::proto::federation_client::FederationClient;
-use ferry::grpc::tls::{TlsFiles, client_tls_config, server_tls_config};
+use ferry::grpc::tls::{TlsFiles, client_tls_config};
+use ferry::grpc::tls_acceptor::ReloadingTls;
 use tokio::net::TcpListener;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
@@ -26,18 +27,22 @@ struct Coordinator {
 impl Coordinator {
     /// The real coordinator (no locations; clusters a and b) with the PKI's server certificate.
     async fn start(pki: &Path) -> Coordinator {
+        Self::start_with(pki, Settings::default()).await
+    }
+
+    async fn start_with(pki: &Path, settings: Settings) -> Coordinator {
         let files = TlsFiles {
             ca: pki.join(certs::CA_CERT),
             cert: pki.join(certs::COORDINATOR_CERT),
             key: pki.join(certs::COORDINATOR_KEY),
         };
-        let tls = server_tls_config(&files).expect("server tls");
+        let tls = std::sync::Arc::new(ReloadingTls::new(files).expect("server tls"));
         let config_path = pki.join("ferry.yaml");
         std::fs::write(&config_path, "locations: []\nclusters: [{name: a}, {name: b}]\n").expect("config");
         let config = LoadedConfig::load(&config_path).expect("config");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let transport = Transport::Mtls { tls, trust_domain: TD.into() };
-        let running = coordinator::start(&config, Settings::default(), listener, transport).await.expect("start");
+        let running = coordinator::start(&config, settings, listener, transport).await.expect("start");
         Coordinator { addr: running.addr, running }
     }
 
@@ -187,5 +192,61 @@ async fn same_ca_but_foreign_trust_domain_reaches_the_service_and_is_unauthentic
     let result = get_status(coordinator.addr, client(dir.path(), "foreign.pem", "foreign-key.pem")).await;
     let err = result.expect_err("foreign trust domain must not be accepted");
     assert!(err.contains("Unauthenticated") && err.contains("other.example"), "{err}");
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_certificate_files_are_used_without_a_restart_on_both_sides() {
+    let live = tempfile::tempdir().expect("tempdir");
+    let before = tempfile::tempdir().expect("tempdir");
+    let after = tempfile::tempdir().expect("tempdir");
+    make_pki(live.path(), &["a"], &["admin"]);
+    make_pki(after.path(), &["a"], &["admin"]);
+    for entry in std::fs::read_dir(live.path()).expect("dir") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, before.path().join(path.file_name().expect("name"))).expect("copy");
+    }
+    // Connections live 2 s here, so the agent's stream is renewed soon after the rotation.
+    let settings = Settings { max_connection_age: Duration::from_secs(2), ..Settings::default() };
+    let coordinator = Coordinator::start_with(live.path(), settings).await;
+
+    // The agent reads its files on every connect (as `ferry agent` does).
+    let files = TlsFiles {
+        ca: live.path().join(certs::CA_CERT),
+        cert: live.path().join("cluster-a.pem"),
+        key: live.path().join("cluster-a-key.pem"),
+    };
+    let mut config = ferry::grpc::agent_client::AgentConfig::new(
+        format!("https://{}", coordinator.addr),
+        Some(client_tls_config(&files, Some("localhost")).expect("tls")),
+    );
+    config.tls_files = Some((files, Some("localhost".into())));
+    config.heartbeat_interval = Duration::from_millis(200);
+    config.backoff = ferry::grpc::backoff::Backoff::new(Duration::from_millis(50), Duration::from_millis(200));
+    let agent = ferry::grpc::agent_client::AgentClient::spawn(config, Vec::new());
+    let mut link = agent.link();
+    tokio::time::timeout(Duration::from_secs(10), link.wait_for(|l| l.connected))
+        .await
+        .expect("connects")
+        .expect("link");
+
+    // cert-manager renews: a new CA and new certificates are written over the old files, in place.
+    for name in [certs::CA_CERT, certs::COORDINATOR_CERT, certs::COORDINATOR_KEY, "cluster-a.pem", "cluster-a-key.pem"]
+    {
+        std::fs::write(live.path().join(name), std::fs::read(after.path().join(name)).expect("read")).expect("write");
+    }
+    // New handshakes use the new files: the old PKI is refused, the new one is served.
+    let old = get_status(coordinator.addr, client(before.path(), "operator-admin.pem", "operator-admin-key.pem")).await;
+    assert!(old.is_err(), "the server still trusted the old CA: {old:?}");
+    let new = get_status(coordinator.addr, client(after.path(), "operator-admin.pem", "operator-admin-key.pem")).await;
+    assert_eq!(new.as_deref(), Ok("operator/admin"), "the server did not pick up the new files");
+
+    // The agent's stream reaches its maximum age, and it reconnects with its renewed files (with the ones it
+    // read at start it could not: the coordinator now trusts only the new CA).
+    let reconnected = tokio::time::timeout(Duration::from_secs(20), link.wait_for(|l| l.connected && l.connects >= 2));
+    let reconnected = reconnected.await.unwrap_or_else(|_| panic!("no reconnect: {:?}", agent.link().borrow().clone()));
+    let connects = reconnected.expect("link").connects;
+    assert!(connects >= 2, "{connects}");
+    agent.shutdown().await;
     coordinator.stop().await;
 }

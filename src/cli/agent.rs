@@ -60,7 +60,12 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             config.dev_identity = Some(identity.clone());
             config
         }
-        None => AgentConfig::new(args.coordinator.clone(), Some(args.tls.config()?)),
+        None => {
+            let mut config = AgentConfig::new(args.coordinator.clone(), Some(args.tls.config()?));
+            // Renewed certificate files (cert-manager rewrites them) are used from the next connect on.
+            config.tls_files = Some(args.tls.reloadable()?);
+            config
+        }
     };
     transport.heartbeat_interval = args.heartbeat_interval;
     let http_listener = if args.metrics_listen.is_empty() {

@@ -8,7 +8,8 @@ use tokio::net::TcpListener;
 
 use ferry::config::LoadedConfig;
 use ferry::coordinator::{self, Settings, Transport};
-use ferry::grpc::tls::{TlsFiles, server_tls_config};
+use ferry::grpc::tls::TlsFiles;
+use ferry::grpc::tls_acceptor::ReloadingTls;
 
 use super::tls_args::TlsArgs;
 
@@ -48,7 +49,7 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
             key: config.resolve_path(&t.key),
         });
         let files = args.tls.files(configured)?;
-        Transport::Mtls { tls: server_tls_config(&files)?, trust_domain }
+        Transport::Mtls { tls: std::sync::Arc::new(ReloadingTls::new(files)?), trust_domain }
     };
     let listen = args.listen.clone().unwrap_or_else(|| section.listen.clone());
     let listener = TcpListener::bind(&listen).await.with_context(|| format!("cannot listen on {listen}"))?;

@@ -57,4 +57,9 @@ impl ClientTlsArgs {
     pub fn config(&self) -> anyhow::Result<ClientTlsConfig> {
         Ok(client_tls_config(&self.files.files(None)?, self.tls_server_name.as_deref())?)
     }
+
+    /// The files and the server name, for a client that reads them again on every connect.
+    pub fn reloadable(&self) -> anyhow::Result<(TlsFiles, Option<String>)> {
+        Ok((self.files.files(None)?, self.tls_server_name.clone()))
+    }
 }

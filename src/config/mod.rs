@@ -221,6 +221,16 @@ pub struct CoordinatorConfig {
     /// Largest gRPC message accepted, in bytes (a snapshot of one resource type is one message).
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: usize,
+    /// Longest a TLS handshake may take before the connection is dropped.
+    #[serde(default = "default_tls_handshake_timeout", deserialize_with = "duration")]
+    pub tls_handshake_timeout: std::time::Duration,
+    /// Most connections open at once; past it, new ones wait in the listen backlog.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A connection is closed after this age: its agent reconnects and authenticates with the certificate it
+    /// has then (renewed, or refused if revoked by a new CA).
+    #[serde(default = "default_max_connection_age", deserialize_with = "duration")]
+    pub max_connection_age: std::time::Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -236,6 +246,9 @@ impl Default for CoordinatorConfig {
             debounce: default_debounce(),
             resync_interval: default_resync(),
             max_message_bytes: default_max_message_bytes(),
+            tls_handshake_timeout: default_tls_handshake_timeout(),
+            max_connections: default_max_connections(),
+            max_connection_age: default_max_connection_age(),
         }
     }
 }
@@ -254,6 +267,15 @@ fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<std::ti
     humantime::parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("{text:?}: {e}")))
 }
 
+fn default_tls_handshake_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+fn default_max_connections() -> usize {
+    10_000
+}
+fn default_max_connection_age() -> std::time::Duration {
+    std::time::Duration::from_secs(3600)
+}
 fn default_listen() -> String {
     "0.0.0.0:7443".into()
 }

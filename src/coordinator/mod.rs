@@ -21,19 +21,21 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Server, ServerTlsConfig};
+use tonic::transport::Server;
 
 use crate::bucket::{self, Loader};
 use crate::config::LoadedConfig;
 use crate::grpc::server::{Authentication, FederationService};
+use crate::grpc::tls_acceptor::{AcceptLimits, ReloadingTls, incoming};
 use crate::plan::{ClusterState, PlanOptions};
 use hub::{Hub, LocationState};
 pub use settings::Settings;
 
 /// How agents and operators reach the coordinator.
 pub enum Transport {
-    /// mTLS: the server presents its certificate and requires a client certificate from the CA.
-    Mtls { tls: ServerTlsConfig, trust_domain: String },
+    /// mTLS: the server presents its certificate and requires a client certificate from the CA; the files are
+    /// read again whenever they change.
+    Mtls { tls: Arc<ReloadingTls>, trust_domain: String },
     /// Plaintext, identities from a header (`--insecure-dev`): local demos only.
     InsecureDev { trust_domain: String },
 }
@@ -157,17 +159,26 @@ pub async fn start(
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .tcp_keepalive(Some(Duration::from_secs(60)))
-        .tcp_nodelay(true);
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls)?;
-    }
+        .tcp_nodelay(true)
+        // A connection is closed after this age, so its agent reconnects and authenticates again with the
+        // certificate it has now (a revoked or replaced identity does not live on in an old stream).
+        .max_connection_age(settings.max_connection_age)
+        .max_connection_age_grace(settings.max_connection_age.min(Duration::from_secs(30)));
     let mut stop = shutdown_rx.clone();
-    let server = tokio::spawn(builder.add_service(service.into_server()).serve_with_incoming_shutdown(
-        TcpListenerStream::new(listener),
-        async move {
-            let _ = stop.wait_for(|stopping| *stopping).await;
-        },
-    ));
+    let until_stopped = async move {
+        let _ = stop.wait_for(|stopping| *stopping).await;
+    };
+    let router = builder.add_service(service.into_server());
+    let server = match tls {
+        Some(tls) => {
+            let limits = AcceptLimits {
+                handshake_timeout: settings.tls_handshake_timeout,
+                max_connections: settings.max_connections,
+            };
+            tokio::spawn(router.serve_with_incoming_shutdown(incoming(listener, tls, limits), until_stopped))
+        }
+        None => tokio::spawn(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), until_stopped)),
+    };
     tracing::info!(%addr, "coordinator listening");
     Ok(RunningCoordinator { addr, hub, shutdown: shutdown_tx, server, tasks })
 }

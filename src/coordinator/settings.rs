@@ -20,6 +20,12 @@ pub struct Settings {
     pub max_message_bytes: usize,
     /// How long shutdown waits for streams to close before giving up on them.
     pub shutdown_grace: Duration,
+    /// Longest a TLS handshake may take.
+    pub tls_handshake_timeout: Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
+    /// A connection is closed after this age (its agent reconnects with its current certificate).
+    pub max_connection_age: Duration,
 }
 
 impl Settings {
@@ -32,6 +38,9 @@ impl Settings {
             resync_interval: config.resync_interval,
             max_message_bytes: config.max_message_bytes,
             shutdown_grace: Duration::from_secs(3),
+            tls_handshake_timeout: config.tls_handshake_timeout,
+            max_connections: config.max_connections,
+            max_connection_age: config.max_connection_age,
         }
     }
 }

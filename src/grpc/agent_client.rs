@@ -26,6 +26,7 @@ use super::proto::{
     RejectedItem, ResourceType, Snapshot,
 };
 use super::server::DEV_IDENTITY_HEADER;
+use super::tls::{TlsFiles, client_tls_config};
 use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// How to reach the coordinator and how to behave on the stream.
@@ -35,6 +36,10 @@ pub struct AgentConfig {
     pub endpoint: String,
     /// mTLS: the CA, this agent's certificate and key. `None` only for `--insecure-dev`.
     pub tls: Option<ClientTlsConfig>,
+    /// When set, the same from files read again on every connect (and the name to check the coordinator's
+    /// certificate against), so that a renewed certificate is used without a restart; `tls` is then the
+    /// fallback if the files cannot be read at that moment.
+    pub tls_files: Option<(TlsFiles, Option<String>)>,
     /// `--insecure-dev` only: the identity to claim (`cluster/<name>`), since there is no certificate.
     pub dev_identity: Option<String>,
     pub heartbeat_interval: Duration,
@@ -51,6 +56,7 @@ impl AgentConfig {
             endpoint: endpoint.into(),
             tls,
             dev_identity: None,
+            tls_files: None,
             heartbeat_interval: Duration::from_secs(10),
             backoff: Backoff::default(),
             software_version: env!("CARGO_PKG_VERSION").into(),
@@ -295,8 +301,17 @@ async fn session(
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true)
         .tcp_nodelay(true);
-    if let Some(tls) = &config.tls {
-        endpoint = match endpoint.tls_config(tls.clone()) {
+    let reread = config.tls_files.as_ref().map(|(files, domain)| client_tls_config(files, domain.as_deref()));
+    let tls = match reread {
+        Some(Ok(tls)) => Some(tls),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "cannot read the TLS files now; connecting with the ones read before");
+            config.tls.clone()
+        }
+        None => config.tls.clone(),
+    };
+    if let Some(tls) = tls {
+        endpoint = match endpoint.tls_config(tls) {
             Ok(endpoint) => endpoint,
             Err(e) => return Exit::Lost(format!("TLS config: {e}")),
         };

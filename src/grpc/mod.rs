@@ -12,6 +12,7 @@ pub mod convert;
 pub mod identity;
 pub mod server;
 pub mod tls;
+pub mod tls_acceptor;
 
 /// Types and service stubs generated from `proto/ferry/v1/federation.proto`.
 // Lints are relaxed only for generated code, which we do not edit.

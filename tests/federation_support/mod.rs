@@ -19,7 +19,8 @@ use ferry::grpc::certs::{self, CertsSpec, Validity};
 use ferry::grpc::convert::{inventory_item, watched_types};
 use ferry::grpc::proto::federation_client::FederationClient;
 use ferry::grpc::proto::{DesiredSet, InventoryItem, ResourceType};
-use ferry::grpc::tls::{TlsFiles, client_tls_config, server_tls_config};
+use ferry::grpc::tls::{TlsFiles, client_tls_config};
+use ferry::grpc::tls_acceptor::ReloadingTls;
 
 pub const TD: &str = "ferry.local";
 
@@ -66,7 +67,7 @@ impl Bed {
             cert: self.pki(certs::COORDINATOR_CERT),
             key: self.pki(certs::COORDINATOR_KEY),
         };
-        Transport::Mtls { tls: server_tls_config(&files).expect("server tls"), trust_domain: TD.into() }
+        Transport::Mtls { tls: Arc::new(ReloadingTls::new(files).expect("server tls")), trust_domain: TD.into() }
     }
 
     /// Client TLS presenting the certificate of cluster `who`'s agent, or of an operator (`operator-<name>`).
