@@ -172,7 +172,12 @@ async fn identity_is_the_certificate_and_claims_in_messages_are_ignored() {
         },
         claiming::AgentMessage {
             hello: None,
-            snapshot: Some(Snapshot { items: namespaces(&["claimed"]), resource: Some(namespace_type()), last: true }),
+            snapshot: Some(Snapshot {
+                items: namespaces(&["claimed"]),
+                resource: Some(namespace_type()),
+                last: true,
+                more: false,
+            }),
         },
     ];
     let mut grpc = tonic::client::Grpc::new(channel);
@@ -447,4 +452,72 @@ async fn what_an_agent_says_its_cluster_serves_decides_whether_it_gets_non_admin
     let oadp = wait_desired(&client, |d| d.complete && d.items.iter().any(is_nab)).await;
     assert_ne!(oadp.version, plain.version);
     client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_and_desired_sets_over_the_message_limit_go_in_chunks() {
+    use prost::Message;
+    let bed = Bed::new();
+    let limit = 24 * 1024;
+    let coordinator = bed.start(Settings { max_message_bytes: limit, ..fast_settings() }).await;
+    let mut inventory = cluster_b_inventory();
+    // 5,000 namespaces: some 20 times the message limit in one snapshot.
+    let names: Vec<String> = (0..5000).map(|i| format!("ns-{i:04}")).collect();
+    let slot = inventory.iter_mut().find(|(t, _)| t.kind == "Namespace").expect("namespaces");
+    slot.1.extend(namespaces(&names.iter().map(String::as_str).collect::<Vec<_>>()));
+    let total: usize = inventory.iter().map(|(_, items)| items.len()).sum();
+    let mut config = bed.agent_config(coordinator.addr, "cluster-b");
+    config.max_message_bytes = limit;
+    let client = agent(config, &inventory);
+    let desired = wait_desired(&client, |d| d.complete && !d.items.is_empty()).await;
+    assert_eq!(coordinator.hub.inventory_len("cluster-b"), total, "every chunk of the snapshot arrived");
+    let whole = coordinator.hub.plan_now("cluster-b", &PlanOptions::default()).expect("plan");
+    assert!(whole.encoded_len() > limit, "the test needs a set over the limit: {} bytes", whole.encoded_len());
+    assert_eq!(desired.version, whole.version);
+    assert_eq!(desired.items.len(), whole.items.len(), "the agent reassembled the whole set");
+    assert!(client.link().borrow().last_error.is_none(), "no stream was lost on the size limit");
+    client.shutdown().await;
+    coordinator.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clusters_inventory_is_capped_and_the_excess_is_rejected_with_the_reason() {
+    let bed = Bed::new();
+    let coordinator = bed.start(Settings { max_inventory_items: 100, ..fast_settings() }).await;
+    let names: Vec<String> = (0..150).map(|i| format!("ns-{i:03}")).collect();
+    let inventory = vec![(namespace_type(), namespaces(&names.iter().map(String::as_str).collect::<Vec<_>>()))];
+    let client = agent(bed.agent_config(coordinator.addr, "cluster-b"), &inventory);
+    let link = wait_link(&client, |l| !l.rejected.is_empty()).await;
+    assert_eq!(link.rejected.len(), 50);
+    assert!(link.rejected[0].reason.contains("maxInventoryItems (100)"), "{}", link.rejected[0].reason);
+    assert_eq!(coordinator.hub.inventory_len("cluster-b"), 100);
+    client.shutdown().await;
+    coordinator.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_agent_is_slowed_to_its_rate_while_other_clusters_keep_flowing() {
+    let bed = Bed::new();
+    let rate = 50;
+    let coordinator = bed.start(Settings { max_messages_per_second: rate, ..fast_settings() }).await;
+    let flooder = agent(bed.agent_config(coordinator.addr, "cluster-c"), &[(namespace_type(), Vec::new())]);
+    wait_link(&flooder, |l| l.connected).await;
+    let started = Instant::now();
+    for i in 0..2000 {
+        flooder.upsert(namespaces(&[&format!("flood-{i}")]));
+    }
+    // Meanwhile cluster-b connects and gets its set as usual.
+    let b = agent(bed.agent_config(coordinator.addr, "cluster-b"), &cluster_b_inventory());
+    let desired = wait_desired(&b, |d| d.complete && !d.items.is_empty()).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "cluster-b waited {:?} behind the flood", started.elapsed());
+    assert!(!desired.items.is_empty());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let processed = flooder.link().borrow().acks;
+    let seconds = started.elapsed().as_secs_f64();
+    let ceiling = (f64::from(rate) * (seconds + 1.0)) as u64 + 5;
+    assert!(processed <= ceiling, "{processed} messages taken in {seconds:.1} s at {rate}/s (ceiling {ceiling})");
+    assert!(processed >= u64::from(rate) / 2, "the flooder is slowed, not cut off: {processed}");
+    flooder.abort();
+    b.shutdown().await;
+    coordinator.shutdown().await.expect("shutdown");
 }

@@ -366,6 +366,7 @@ mod tests {
                 item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b"))),
             ],
             complete: true,
+            more: false,
         };
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
@@ -396,6 +397,7 @@ mod tests {
                 item(DesiredAction::Refuse, "Backup", "tampered", &[], None),
             ],
             complete: true,
+            more: false,
         };
         let mut memory = Memory::default();
         let results = reconcile(&api, &guard(), &set, &mut memory).await;
@@ -424,6 +426,7 @@ mod tests {
             version: "v1".into(),
             items: vec![item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n")))],
             complete: true,
+            more: false,
         };
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert_eq!(results[0].outcome, ApplyOutcome::Applied as i32);
@@ -451,6 +454,7 @@ mod tests {
                 item(DesiredAction::Create, "Backup", "good", &[], Some(ours("Backup", "good"))),
             ],
             complete: true,
+            more: false,
         };
         let mut memory = Memory::default();
         let results = reconcile(&api, &guard(), &set, &mut memory).await;

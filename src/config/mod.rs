@@ -231,6 +231,12 @@ pub struct CoordinatorConfig {
     /// has then (renewed, or refused if revoked by a new CA).
     #[serde(default = "default_max_connection_age", deserialize_with = "duration")]
     pub max_connection_age: std::time::Duration,
+    /// Most inventory objects held for one cluster; more are rejected (in the Ack) and reported.
+    #[serde(default = "default_max_inventory_items")]
+    pub max_inventory_items: usize,
+    /// Messages per second one agent stream is served at, at most (a burst of as many is allowed).
+    #[serde(default = "default_max_messages_per_second")]
+    pub max_messages_per_second: u32,
 }
 
 impl Default for CoordinatorConfig {
@@ -249,6 +255,8 @@ impl Default for CoordinatorConfig {
             tls_handshake_timeout: default_tls_handshake_timeout(),
             max_connections: default_max_connections(),
             max_connection_age: default_max_connection_age(),
+            max_inventory_items: default_max_inventory_items(),
+            max_messages_per_second: default_max_messages_per_second(),
         }
     }
 }
@@ -275,6 +283,12 @@ fn default_max_connections() -> usize {
 }
 fn default_max_connection_age() -> std::time::Duration {
     std::time::Duration::from_secs(3600)
+}
+fn default_max_inventory_items() -> usize {
+    1_000_000
+}
+fn default_max_messages_per_second() -> u32 {
+    100
 }
 fn default_listen() -> String {
     "0.0.0.0:7443".into()

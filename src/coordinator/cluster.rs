@@ -2,7 +2,7 @@
 //! published it, the last DesiredSet computed for it and the agent's results for that set. Pure: time is
 //! passed in, nothing here does IO.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -73,6 +73,8 @@ pub struct ClusterRecord {
     pub desired: Arc<DesiredSet>,
     /// The agent's latest outcome per item of `desired` (results for older versions are dropped).
     pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
+    /// The objects of `desired`, the only ones results are kept for.
+    desired_keys: HashSet<ObjectKey>,
     /// Counts inventory changes, so a DesiredSet can say which inventory it was planned from.
     pub generation: u64,
     /// Which kinds the cluster serves, as its agent last said (`None`: never said; every kind is assumed).
@@ -88,6 +90,7 @@ impl ClusterRecord {
             last_seen: None,
             desired: Arc::new(DesiredSet::default()),
             results: HashMap::new(),
+            desired_keys: HashSet::new(),
             generation: 0,
             apis: None,
         }
@@ -96,24 +99,31 @@ impl ClusterRecord {
     /// Replaces every object of `resource`'s kind with the snapshot's. Items that fail validation are left out
     /// and returned with their reason; the rest are taken. Returns whether the inventory changed.
     pub fn apply_snapshot(&mut self, resource: &ResourceType, items: &[InventoryItem]) -> (bool, Vec<RejectedItem>) {
-        let mut rejected = Vec::new();
+        let checked = CheckedItems::of_snapshot(resource, items);
+        self.apply_checked_snapshot(resource, checked, usize::MAX)
+    }
+
+    /// [`ClusterRecord::apply_snapshot`] with items checked beforehand (outside the hub's lock), keeping the
+    /// cluster's whole inventory at most `max_items` objects: the items past the cap are rejected.
+    pub fn apply_checked_snapshot(
+        &mut self,
+        resource: &ResourceType,
+        checked: CheckedItems,
+        max_items: usize,
+    ) -> (bool, Vec<RejectedItem>) {
+        let CheckedItems { objects, mut rejected } = checked;
+        let same_type = |k: &ObjectKey| k.kind == resource.kind && k.group == resource.group;
+        let others = self.objects.keys().filter(|k| !same_type(k)).count();
+        let room = max_items.saturating_sub(others);
         let mut fresh = BTreeMap::new();
-        for item in items {
-            if item.kind != resource.kind || item.group != resource.group {
-                let found = format!("{}/{}", item.group, item.kind);
-                let expected = format!("{}/{}", resource.group, resource.kind);
-                rejected.push(rejection(item, &ItemError::WrongType { found, expected }));
+        for (key, object) in objects {
+            if fresh.len() >= room && !fresh.contains_key(&key) {
+                rejected.push(over_cap(&key, max_items));
                 continue;
             }
-            match inventory_object(item) {
-                Ok(object) => {
-                    fresh.insert(ObjectKey::of_item(item), object);
-                }
-                Err(e) => rejected.push(rejection(item, &e)),
-            }
+            fresh.insert(key, object);
         }
-        let old: Vec<ObjectKey> =
-            self.objects.keys().filter(|k| k.kind == resource.kind && k.group == resource.group).cloned().collect();
+        let old: Vec<ObjectKey> = self.objects.keys().filter(|k| same_type(k)).cloned().collect();
         let mut changed = old.len() != fresh.len();
         for key in old {
             let removed = self.objects.remove(&key);
@@ -129,19 +139,29 @@ impl ClusterRecord {
 
     /// Applies a delta: upserts (validated like snapshot items) and deletes. Returns whether anything changed.
     pub fn apply_delta(&mut self, upserts: &[InventoryItem], deletes: &[ObjectRef]) -> (bool, Vec<RejectedItem>) {
-        let mut rejected = Vec::new();
+        self.apply_checked_delta(CheckedItems::of_delta(upserts), deletes, usize::MAX)
+    }
+
+    /// [`ClusterRecord::apply_delta`] with upserts checked beforehand; a new object past `max_items` is
+    /// rejected (changes to objects the cluster already has are always taken).
+    pub fn apply_checked_delta(
+        &mut self,
+        upserts: CheckedItems,
+        deletes: &[ObjectRef],
+        max_items: usize,
+    ) -> (bool, Vec<RejectedItem>) {
+        let CheckedItems { objects, mut rejected } = upserts;
         let mut changed = false;
-        for item in upserts {
-            match inventory_object(item) {
-                Ok(object) => {
-                    let previous = self.objects.insert(ObjectKey::of_item(item), object.clone());
-                    changed |= previous.as_ref() != Some(&object);
-                }
-                Err(e) => rejected.push(rejection(item, &e)),
-            }
-        }
         for r in deletes {
             changed |= self.objects.remove(&ObjectKey::of_ref(r)).is_some();
+        }
+        for (key, object) in objects {
+            if self.objects.len() >= max_items && !self.objects.contains_key(&key) {
+                rejected.push(over_cap(&key, max_items));
+                continue;
+            }
+            let previous = self.objects.insert(key, object.clone());
+            changed |= previous.as_ref() != Some(&object);
         }
         if changed {
             self.generation += 1;
@@ -160,17 +180,26 @@ impl ClusterRecord {
     }
 
     /// Records an agent's results; results for a version other than the current DesiredSet are ignored
-    /// (they describe a set that no longer exists). Returns how many were taken.
+    /// (they describe a set that no longer exists), and so are results for objects not in the set (so an agent
+    /// cannot grow this map beyond the set's size) and messages past [`MAX_RESULT_MESSAGE`]. Returns how many
+    /// were taken.
     pub fn record_results(&mut self, desired_version: &str, items: &[ItemResult]) -> usize {
         if desired_version != self.desired.version {
             return 0;
         }
+        let mut taken = 0;
         for result in items {
             let Some(r) = &result.r#ref else { continue };
+            let key = ObjectKey::of_ref(r);
+            if !self.desired_keys.contains(&key) {
+                continue;
+            }
             let outcome = ApplyOutcome::try_from(result.outcome).unwrap_or(ApplyOutcome::Unspecified);
-            self.results.insert(ObjectKey::of_ref(r), (outcome, result.message.clone()));
+            let message: String = result.message.chars().take(MAX_RESULT_MESSAGE).collect();
+            self.results.insert(key, (outcome, message));
+            taken += 1;
         }
-        items.len()
+        taken
     }
 
     /// Installs a newly computed DesiredSet; results of the previous one no longer apply unless the version
@@ -179,6 +208,7 @@ impl ClusterRecord {
         if desired.version == self.desired.version {
             return false;
         }
+        self.desired_keys = desired.items.iter().filter_map(|i| i.r#ref.as_ref()).map(ObjectKey::of_ref).collect();
         self.desired = desired;
         self.results.clear();
         true
@@ -209,6 +239,63 @@ impl ClusterRecord {
             *counts.entry(key.kind.clone()).or_default() += 1;
         }
         counts
+    }
+}
+
+/// Longest apply-result message kept (the API server's errors are shorter; a longer one is cut).
+pub const MAX_RESULT_MESSAGE: usize = 4096;
+
+/// Inventory items checked against their own JSON and parsed, and those refused with their reason: the CPU
+/// work of taking an agent's message, done before the hub's lock is taken.
+#[derive(Debug, Default)]
+pub struct CheckedItems {
+    pub objects: Vec<(ObjectKey, InventoryObject)>,
+    pub rejected: Vec<RejectedItem>,
+}
+
+impl CheckedItems {
+    /// The items of a snapshot of `resource`: items of another type are refused too.
+    pub fn of_snapshot(resource: &ResourceType, items: &[InventoryItem]) -> Self {
+        let mut checked = Self::default();
+        for item in items {
+            if item.kind != resource.kind || item.group != resource.group {
+                let found = format!("{}/{}", item.group, item.kind);
+                let expected = format!("{}/{}", resource.group, resource.kind);
+                checked.rejected.push(rejection(item, &ItemError::WrongType { found, expected }));
+                continue;
+            }
+            checked.take(item);
+        }
+        checked
+    }
+
+    /// The upserts of a delta.
+    pub fn of_delta(items: &[InventoryItem]) -> Self {
+        let mut checked = Self::default();
+        for item in items {
+            checked.take(item);
+        }
+        checked
+    }
+
+    fn take(&mut self, item: &InventoryItem) {
+        match inventory_object(item) {
+            Ok(object) => self.objects.push((ObjectKey::of_item(item), object)),
+            Err(e) => self.rejected.push(rejection(item, &e)),
+        }
+    }
+}
+
+fn over_cap(key: &ObjectKey, max_items: usize) -> RejectedItem {
+    RejectedItem {
+        r#ref: Some(ObjectRef {
+            group: key.group.clone(),
+            version: String::new(),
+            kind: key.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+        }),
+        reason: format!("the cluster's inventory is at coordinator.maxInventoryItems ({max_items}); not taken"),
     }
 }
 
@@ -281,6 +368,7 @@ mod tests {
             version: "v1".into(),
             items: vec![DesiredItem { r#ref: Some(object_ref("Backup", "velero", "b1")), ..Default::default() }],
             complete: true,
+            more: false,
         };
         assert!(r.set_desired(Arc::new(set.clone())));
         assert!(!r.set_desired(Arc::new(set)), "same version: not a change");
@@ -292,8 +380,38 @@ mod tests {
         assert_eq!(r.record_results("v0", std::slice::from_ref(&result)), 0);
         assert_eq!(r.record_results("v1", &[result]), 1);
         assert_eq!(r.results.len(), 1);
+        // Results about objects outside the set are not kept, and long messages are cut.
+        let stranger = ItemResult {
+            r#ref: Some(object_ref("Backup", "velero", "not-in-the-set")),
+            outcome: ApplyOutcome::Failed as i32,
+            message: String::new(),
+        };
+        let chatty = ItemResult {
+            r#ref: Some(object_ref("Backup", "velero", "b1")),
+            outcome: ApplyOutcome::Failed as i32,
+            message: "x".repeat(100_000),
+        };
+        assert_eq!(r.record_results("v1", &[stranger, chatty]), 1);
+        assert_eq!(r.results.len(), 1);
+        assert_eq!(r.results.values().next().unwrap().1.len(), MAX_RESULT_MESSAGE);
         r.set_desired(Arc::new(DesiredSet { version: "v2".into(), ..Default::default() }));
         assert!(r.results.is_empty());
+    }
+
+    #[test]
+    fn a_clusters_inventory_is_capped() {
+        let mut r = record();
+        let names: Vec<InventoryItem> = (0..10).map(|i| ns(&format!("n{i}"))).collect();
+        let (_, rejected) =
+            r.apply_checked_snapshot(&namespace_type(), CheckedItems::of_snapshot(&namespace_type(), &names), 4);
+        assert_eq!(r.objects.len(), 4);
+        assert_eq!(rejected.len(), 6);
+        assert!(rejected[0].reason.contains("maxInventoryItems (4)"), "{}", rejected[0].reason);
+        // A delta may change what is there, not add past the cap.
+        let (_, rejected) = r.apply_checked_delta(CheckedItems::of_delta(&[ns("n0"), ns("new")]), &[], 4);
+        assert_eq!(rejected.len(), 1);
+        assert_eq!(rejected[0].r#ref.as_ref().unwrap().name, "new");
+        assert_eq!(r.objects.len(), 4);
     }
 
     #[test]

@@ -12,13 +12,13 @@ use std::time::SystemTime;
 
 use tokio::sync::{Notify, watch};
 
-use super::cluster::{ClusterRecord, Liveness, ObjectKey, Session};
+use super::cluster::{CheckedItems, ClusterRecord, Liveness, ObjectKey, Session};
 use super::settings::Settings;
 use super::status;
 use crate::catalog::{Listing, LocationCatalog};
 use crate::grpc::convert::desired_set;
 use crate::grpc::proto::{
-    Ack, ApplyResult, ClusterApis, DesiredSet, GetStatusResponse, Hello, InventoryItem, ObjectRef, Snapshot,
+    Ack, ApplyResult, ClusterApis, DesiredSet, GetStatusResponse, Hello, ObjectRef, ResourceType,
 };
 use crate::plan::{ClusterState, PlanOptions, plan_cluster};
 use crate::resolve::NamespaceMappings;
@@ -179,28 +179,31 @@ impl Hub {
         self.with_session(cluster, id, now, |_| ())
     }
 
-    /// Applies a snapshot; returns the Ack and the cluster's inventory generation after it.
+    /// Applies a snapshot of `resource` (its items checked beforehand, outside the lock; see
+    /// [`CheckedItems`]); returns the Ack and the cluster's inventory generation after it.
     pub fn snapshot(
         &self,
         cluster: &str,
         id: u64,
         now: SystemTime,
-        snapshot: &Snapshot,
+        resource: &ResourceType,
+        checked: CheckedItems,
+        last: bool,
     ) -> Result<(Ack, u64), HubError> {
-        let resource = snapshot.resource.clone().unwrap_or_default();
+        let max_items = self.settings.max_inventory_items;
         let (ack, generation) = self.with_session(cluster, id, now, |state| {
             let record = record_mut(state, cluster);
-            let (_, rejected) = record.apply_snapshot(&resource, &snapshot.items);
+            let (_, rejected) = record.apply_checked_snapshot(resource, checked, max_items);
             let generation = record.generation;
             state.dirty.insert(cluster.to_string());
-            if snapshot.last {
+            if last {
                 // Publish even an unchanged set: the stream waits for one planned from this inventory.
                 state.resend.insert(cluster.to_string(), generation);
             }
             (Ack { of: "snapshot".into(), rejected }, generation)
         })?;
         // Plan once the whole inventory is in, not after each type.
-        if snapshot.last {
+        if last {
             self.changed.notify_one();
         }
         Ok((ack, generation))
@@ -211,11 +214,12 @@ impl Hub {
         cluster: &str,
         id: u64,
         now: SystemTime,
-        upserts: &[InventoryItem],
+        upserts: CheckedItems,
         deletes: &[ObjectRef],
     ) -> Result<Ack, HubError> {
+        let max_items = self.settings.max_inventory_items;
         let (ack, changed) = self.with_session(cluster, id, now, |state| {
-            let (changed, rejected) = record_mut(state, cluster).apply_delta(upserts, deletes);
+            let (changed, rejected) = record_mut(state, cluster).apply_checked_delta(upserts, deletes, max_items);
             if changed {
                 state.dirty.insert(cluster.to_string());
             }
@@ -419,8 +423,8 @@ mod tests {
         let early = hub.take_dirty();
         let resource = watched_types().remove(0);
         let item = inventory_item("Namespace", &serde_json::json!({"metadata": {"name": "team-a"}}));
-        let snapshot = Snapshot { items: vec![item], resource: Some(resource), last: true };
-        let (_, generation) = hub.snapshot("b", session.id, now, &snapshot).expect("snapshot");
+        let checked = CheckedItems::of_snapshot(&resource, &[item]);
+        let (_, generation) = hub.snapshot("b", session.id, now, &resource, checked, true).expect("snapshot");
         assert!(early.clusters.is_empty(), "nothing was dirty yet");
         // ...so a set planned from the older generation is marked as such (the session, ready at `generation`,
         // skips it) and does not count as the set the stream waits for.

@@ -26,6 +26,11 @@ pub struct Settings {
     pub max_connections: usize,
     /// A connection is closed after this age (its agent reconnects with its current certificate).
     pub max_connection_age: Duration,
+    /// Most inventory objects held for one cluster.
+    pub max_inventory_items: usize,
+    /// Messages per second one agent stream is served at, at most (beyond a burst of as many): a flooding
+    /// agent is slowed down by HTTP/2 flow control, and every other stream keeps its share.
+    pub max_messages_per_second: u32,
 }
 
 impl Settings {
@@ -41,6 +46,8 @@ impl Settings {
             tls_handshake_timeout: config.tls_handshake_timeout,
             max_connections: config.max_connections,
             max_connection_age: config.max_connection_age,
+            max_inventory_items: config.max_inventory_items,
+            max_messages_per_second: config.max_messages_per_second,
         }
     }
 }

@@ -131,6 +131,7 @@ mod tests {
                 item(DesiredAction::Refuse, "Backup", "b2", "tampered ownership"),
             ],
             complete: true,
+            more: false,
         }));
         let results = [
             ItemResult { r#ref: Some(object_ref("Backup", "velero", "b1")), outcome: 1, message: String::new() },

@@ -18,6 +18,7 @@ use tonic::metadata::MetadataValue;
 use tonic::transport::{ClientTlsConfig, Endpoint};
 
 use super::backoff::{Backoff, unit_random};
+use super::chunks;
 use super::proto::agent_message::Body as AgentBody;
 use super::proto::coordinator_message::Body as CoordinatorBody;
 use super::proto::federation_client::FederationClient;
@@ -28,6 +29,9 @@ use super::proto::{
 use super::server::DEV_IDENTITY_HEADER;
 use super::tls::{TlsFiles, client_tls_config};
 use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
+
+/// The Hello capability of an agent that reassembles chunked DesiredSets.
+pub const CHUNKED_DESIRED_SETS: &str = "chunked-desired-sets-v1";
 
 /// How to reach the coordinator and how to behave on the stream.
 #[derive(Debug, Clone)]
@@ -60,7 +64,7 @@ impl AgentConfig {
             heartbeat_interval: Duration::from_secs(10),
             backoff: Backoff::default(),
             software_version: env!("CARGO_PKG_VERSION").into(),
-            capabilities: Vec::new(),
+            capabilities: vec![CHUNKED_DESIRED_SETS.into()],
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             connect_timeout: Duration::from_secs(5),
         }
@@ -192,7 +196,7 @@ impl Mirror {
                 }
                 let objects = items.iter().map(|i| ((i.namespace.clone(), i.name.clone()), i.clone())).collect();
                 self.objects.insert(key, objects);
-                AgentBody::Snapshot(Snapshot { items, resource: Some(resource), last: true })
+                AgentBody::Snapshot(Snapshot { items, resource: Some(resource), last: true, more: false })
             }
             Command::Upsert(items) => {
                 for item in &items {
@@ -233,7 +237,12 @@ impl Mirror {
             .map(|(index, t)| {
                 let items = self.objects.get(&(t.group.clone(), t.kind.clone()));
                 let items = items.map(|m| m.values().cloned().collect()).unwrap_or_default();
-                AgentBody::Snapshot(Snapshot { items, resource: Some(t.clone()), last: index + 1 == count })
+                AgentBody::Snapshot(Snapshot {
+                    items,
+                    resource: Some(t.clone()),
+                    last: index + 1 == count,
+                    more: false,
+                })
             })
             .collect();
         messages.extend(self.last_result.clone().map(AgentBody::ApplyResult));
@@ -344,7 +353,8 @@ async fn session(
         Ok(response) => response.into_inner(),
         Err(status) => return Exit::Lost(format!("Session refused: {:?}: {}", status.code(), status.message())),
     };
-    for body in mirror.resync_messages() {
+    let budget = chunks::budget(config.max_message_bytes);
+    for body in mirror.resync_messages().into_iter().flat_map(|b| split(b, budget)) {
         if out.send(AgentMessage { body: Some(body) }).await.is_err() {
             return Exit::Lost("stream closed while sending the snapshot".into());
         }
@@ -355,6 +365,7 @@ async fn session(
         l.acks = 0;
     });
 
+    let mut partial_set = None;
     let mut heartbeat = tokio::time::interval(config.heartbeat_interval);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     heartbeat.tick().await;
@@ -362,10 +373,12 @@ async fn session(
         tokio::select! {
             message = inbound.message() => match message {
                 Ok(Some(message)) => match message.body {
-                    Some(CoordinatorBody::DesiredSet(set)) => {
+                    Some(CoordinatorBody::DesiredSet(chunk)) => {
                         // A set arrived: the session is healthy, so the next loss starts the backoff afresh.
                         backoff.reset();
-                        desired.send_replace(Some(Arc::new(set)));
+                        if let Some(set) = chunks::assemble(&mut partial_set, chunk) {
+                            desired.send_replace(Some(Arc::new(set)));
+                        }
                     }
                     Some(CoordinatorBody::Ack(ack)) => link.send_modify(|l| {
                         l.acks += 1;
@@ -383,9 +396,10 @@ async fn session(
             },
             command = commands.recv() => match command {
                 Some(command) => {
-                    let body = mirror.apply(command);
-                    if out.send(AgentMessage { body: Some(body) }).await.is_err() {
-                        return Exit::Lost("stream closed while sending".into());
+                    for body in split(mirror.apply(command), budget) {
+                        if out.send(AgentMessage { body: Some(body) }).await.is_err() {
+                            return Exit::Lost("stream closed while sending".into());
+                        }
                     }
                 }
                 None => return Exit::Shutdown,
@@ -397,6 +411,16 @@ async fn session(
                 }
             }
         }
+    }
+}
+
+/// A message as what goes on the wire: a snapshot too large for one message becomes chunks.
+fn split(body: AgentBody, budget: usize) -> Vec<AgentBody> {
+    match body {
+        AgentBody::Snapshot(snapshot) => {
+            chunks::split_snapshot(snapshot, budget).into_iter().map(AgentBody::Snapshot).collect()
+        }
+        other => vec![other],
     }
 }
 

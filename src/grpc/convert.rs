@@ -71,7 +71,7 @@ pub fn served_apis(apis: Option<&ClusterApis>) -> ServedApis {
 pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
     let items: Vec<DesiredItem> = plan.items.iter().map(desired_item).collect();
     let version = version_of(&items, complete);
-    DesiredSet { version, items, complete }
+    DesiredSet { version, items, complete, more: false }
 }
 
 fn desired_item(item: &PlanItem) -> DesiredItem {
@@ -132,11 +132,58 @@ pub enum ItemError {
     Mismatch { field: &'static str, found: String, claimed: String },
     #[error("{kind} {name:?} is malformed: {reason}")]
     Malformed { kind: String, name: String, reason: String },
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+/// Kubernetes' own limits: an object the API server would never return comes from a broken or hostile agent.
+const MAX_NAME: usize = 253;
+const MAX_NAMESPACE: usize = 63;
+const MAX_LABEL_KEY: usize = 317; // a 253-character prefix, '/', a 63-character name
+const MAX_LABEL_VALUE: usize = 63;
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// etcd's default request limit is 1.5 MiB: no stored object is larger.
+const MAX_OBJECT_BYTES: usize = 3 * 512 * 1024;
+
+/// Why an item is larger than any real object, or `None`.
+fn out_of_bounds(item: &InventoryItem) -> Option<String> {
+    let what = || format!("{} {:?}", item.kind, item.name.chars().take(MAX_NAME).collect::<String>());
+    let fields = [
+        ("metadata.name", item.name.len(), MAX_NAME),
+        ("metadata.namespace", item.namespace.len(), MAX_NAMESPACE),
+        ("kind", item.kind.len(), MAX_NAME),
+        ("group", item.group.len(), MAX_NAME),
+        ("metadata.uid", item.uid.len(), MAX_NAME),
+        ("metadata.resourceVersion", item.resource_version.len(), MAX_NAME),
+        ("raw_json", item.raw_json.len(), MAX_OBJECT_BYTES),
+    ];
+    if let Some((field, len, max)) = fields.iter().find(|(_, len, max)| len > max) {
+        return Some(format!("{}: {field} is {len} bytes, more than Kubernetes allows ({max})", what()));
+    }
+    if let Some((k, v)) = item.labels.iter().find(|(k, v)| k.len() > MAX_LABEL_KEY || v.len() > MAX_LABEL_VALUE) {
+        return Some(format!(
+            "{}: label {:?} ({} bytes) = {} bytes, more than Kubernetes allows",
+            what(),
+            k.chars().take(64).collect::<String>(),
+            k.len(),
+            v.len()
+        ));
+    }
+    let annotations: usize = item.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    (annotations > MAX_ANNOTATIONS_BYTES).then(|| {
+        format!(
+            "{}: annotations are {annotations} bytes, more than Kubernetes allows ({MAX_ANNOTATIONS_BYTES})",
+            what()
+        )
+    })
 }
 
 /// Checks an inventory item against its own raw JSON and parses it. The lifted metadata must agree with the
 /// JSON: the coordinator plans from the JSON, and disagreeing copies mean a broken agent.
 pub fn inventory_object(item: &InventoryItem) -> Result<InventoryObject, ItemError> {
+    if let Some(reason) = out_of_bounds(item) {
+        return Err(ItemError::TooLarge(reason));
+    }
     let Some((group, _)) = api_of(&item.kind) else {
         return Err(ItemError::UnknownKind(item.kind.clone()));
     };
@@ -271,5 +318,25 @@ mod tests {
                                 "status": {"phase": "Exploded"}});
         let err = inventory_object(&inventory_item("Backup", &bad_backup)).unwrap_err().to_string();
         assert!(err.contains("Backup \"b\"") && err.contains("Exploded"), "{err}");
+    }
+
+    #[test]
+    fn items_larger_than_any_real_object_are_refused_before_parsing() {
+        let ns = json!({"kind": "Namespace", "metadata": {"name": "team-a"}});
+        type Mutation = Box<dyn Fn(&mut InventoryItem)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            ("metadata.name", Box::new(|i| i.name = "n".repeat(254))),
+            ("metadata.namespace", Box::new(|i| i.namespace = "n".repeat(64))),
+            ("raw_json", Box::new(|i| i.raw_json = vec![b' '; 2 * 1024 * 1024])),
+            ("label", Box::new(|i| drop(i.labels.insert("k".into(), "v".repeat(64))))),
+            ("annotations", Box::new(|i| drop(i.annotations.insert("a".into(), "v".repeat(300 * 1024))))),
+        ];
+        for (field, mutate) in cases {
+            let mut item = inventory_item("Namespace", &ns);
+            mutate(&mut item);
+            let err = inventory_object(&item).unwrap_err();
+            assert!(matches!(err, ItemError::TooLarge(_)), "{field}: {err}");
+            assert!(err.to_string().contains(field), "{field}: {err}");
+        }
     }
 }

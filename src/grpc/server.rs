@@ -14,14 +14,19 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::agent_client::CHUNKED_DESIRED_SETS;
 use super::authz::{Rpc, authorize};
+use super::chunks::{budget, split_desired_set};
 use super::identity::{Role, identity_from_chain, parse_identity};
 use super::proto::agent_message::Body as AgentBody;
 use super::proto::coordinator_message::Body as CoordinatorBody;
 use super::proto::federation_server::{Federation, FederationServer};
 use super::proto::{
-    AgentMessage, CoordinatorMessage, GetStatusRequest, GetStatusResponse, Goodbye, PlanRequest, PlanResponse,
+    Ack, AgentMessage, CoordinatorMessage, GetStatusRequest, GetStatusResponse, Goodbye, PlanRequest, PlanResponse,
+    Snapshot,
 };
+use super::rate_limit::TokenBucket;
+use crate::coordinator::cluster::CheckedItems;
 use crate::coordinator::hub::{Hub, HubError, SessionHandle};
 use crate::plan::PlanOptions;
 
@@ -107,8 +112,17 @@ impl Federation for FederationService {
         let handle = self.hub.open_session(&cluster, &hello, SystemTime::now()).map_err(hub_status)?;
         tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
         let (tx, rx) = mpsc::channel(16);
-        let session =
-            SessionTask { hub: self.hub.clone(), cluster, handle, tx, shutdown: self.shutdown.clone(), ready: None };
+        let chunked_sets = hello.capabilities.iter().any(|c| c == CHUNKED_DESIRED_SETS);
+        let session = SessionTask {
+            hub: self.hub.clone(),
+            cluster,
+            handle,
+            tx,
+            shutdown: self.shutdown.clone(),
+            ready: None,
+            chunked_sets,
+            partial_snapshot: None,
+        };
         tokio::spawn(session.run(inbound));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -153,6 +167,10 @@ struct SessionTask {
     shutdown: watch::Receiver<bool>,
     /// The inventory generation after the agent's last initial snapshot, once it arrived.
     ready: Option<u64>,
+    /// The agent reassembles chunked DesiredSets (it said so in its Hello).
+    chunked_sets: bool,
+    /// The chunks so far of a snapshot sent in chunks (`Snapshot.more`).
+    partial_snapshot: Option<Snapshot>,
 }
 
 impl SessionTask {
@@ -176,10 +194,16 @@ impl SessionTask {
 
     async fn serve(&mut self, inbound: &mut Streaming<AgentMessage>) -> End {
         let mut last_sent = String::new();
+        let mut rate = TokenBucket::new(self.hub.settings.max_messages_per_second, std::time::Instant::now());
         loop {
             tokio::select! {
                 message = inbound.message() => match message {
                     Ok(Some(message)) => {
+                        // Over its rate, the stream is read later: the agent slows down, nobody else does.
+                        let wait = rate.take(std::time::Instant::now());
+                        if !wait.is_zero() {
+                            tokio::time::sleep(wait).await;
+                        }
                         if let Err(end) = self.handle_message(message).await {
                             return end;
                         }
@@ -200,10 +224,16 @@ impl SessionTask {
                     let desired = &published.set;
                     if desired.version != last_sent || desired.version.is_empty() {
                         last_sent = desired.version.clone();
-                        let message =
-                            CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet((**desired).clone())) };
-                        if self.tx.send(Ok(message)).await.is_err() {
-                            return End::AgentClosed;
+                        // A set too large for one message goes in chunks, to an agent that can take them.
+                        let parts = match self.chunked_sets {
+                            true => split_desired_set((**desired).clone(), budget(self.hub.settings.max_message_bytes)),
+                            false => vec![(**desired).clone()],
+                        };
+                        for part in parts {
+                            let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet(part)) };
+                            if self.tx.send(Ok(message)).await.is_err() {
+                                return End::AgentClosed;
+                            }
                         }
                     }
                 }
@@ -219,17 +249,33 @@ impl SessionTask {
 
     async fn handle_message(&mut self, message: AgentMessage) -> Result<(), End> {
         let now = SystemTime::now();
+        let mut body = message.body;
+        if let Some(AgentBody::Snapshot(chunk)) = body {
+            match self.assemble_snapshot(chunk) {
+                Some(snapshot) => body = Some(AgentBody::Snapshot(snapshot)),
+                None => {
+                    let ack = Ack { of: "snapshot chunk".into(), rejected: Vec::new() };
+                    let ack = CoordinatorMessage { body: Some(CoordinatorBody::Ack(ack)) };
+                    return self.tx.send(Ok(ack)).await.map_err(|_| End::AgentClosed);
+                }
+            }
+        }
         let (hub, cluster, id) = (&self.hub, self.cluster.as_str(), self.handle.id);
-        let ack = match message.body {
+        let ack = match body {
             Some(AgentBody::Snapshot(snapshot)) => {
-                hub.snapshot(cluster, id, now, &snapshot).map(|(ack, generation)| {
+                let resource = snapshot.resource.clone().unwrap_or_default();
+                // Parsing and checking every item is the costly part: done here, not under the hub's lock.
+                let checked = CheckedItems::of_snapshot(&resource, &snapshot.items);
+                hub.snapshot(cluster, id, now, &resource, checked, snapshot.last).map(|(ack, generation)| {
                     if snapshot.last && self.ready.is_none() {
                         self.ready = Some(generation);
                     }
                     ack
                 })
             }
-            Some(AgentBody::Delta(delta)) => hub.delta(cluster, id, now, &delta.upserts, &delta.deletes),
+            Some(AgentBody::Delta(delta)) => {
+                hub.delta(cluster, id, now, CheckedItems::of_delta(&delta.upserts), &delta.deletes)
+            }
             Some(AgentBody::ApplyResult(result)) => hub.apply_result(cluster, id, now, &result),
             Some(AgentBody::Apis(apis)) => {
                 tracing::info!(%cluster, served = ?apis.served.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
@@ -248,6 +294,31 @@ impl SessionTask {
         }
         let message = CoordinatorMessage { body: Some(CoordinatorBody::Ack(ack)) };
         self.tx.send(Ok(message)).await.map_err(|_| End::AgentClosed)
+    }
+}
+
+impl SessionTask {
+    /// Takes one snapshot message; returns the whole snapshot once its final chunk is in. A chunk of another
+    /// type than the one being assembled starts over; chunks past the cluster's inventory cap are not kept
+    /// (the final apply rejects what is over it anyway).
+    fn assemble_snapshot(&mut self, chunk: Snapshot) -> Option<Snapshot> {
+        let cap = self.hub.settings.max_inventory_items.saturating_add(1);
+        let mut snapshot = match self.partial_snapshot.take() {
+            Some(mut partial) if partial.resource == chunk.resource => {
+                let room = cap.saturating_sub(partial.items.len());
+                partial.items.extend(chunk.items.into_iter().take(room));
+                partial.last = chunk.last;
+                partial.more = chunk.more;
+                partial
+            }
+            _ => chunk,
+        };
+        if snapshot.more {
+            self.partial_snapshot = Some(snapshot);
+            return None;
+        }
+        snapshot.more = false;
+        Some(snapshot)
     }
 }
 
