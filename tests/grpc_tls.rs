@@ -250,3 +250,32 @@ async fn rotated_certificate_files_are_used_without_a_restart_on_both_sides() {
     agent.shutdown().await;
     coordinator.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peer_is_dropped_at_the_handshake_deadline_and_connections_are_capped() {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    make_pki(dir.path(), &[], &["admin"]);
+    let settings =
+        Settings { tls_handshake_timeout: Duration::from_millis(500), max_connections: 2, ..Settings::default() };
+    let coordinator = Coordinator::start_with(dir.path(), settings).await;
+    let admin = || client(dir.path(), "operator-admin.pem", "operator-admin-key.pem");
+
+    // Two peers connect and say nothing: they hold both slots until the deadline.
+    let mut silent_1 = tokio::net::TcpStream::connect(coordinator.addr).await.expect("connect");
+    let mut silent_2 = tokio::net::TcpStream::connect(coordinator.addr).await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let blocked = tokio::time::timeout(Duration::from_millis(300), get_status(coordinator.addr, admin())).await;
+    assert!(blocked.is_err(), "a third connection was served while two slots were held: {blocked:?}");
+
+    // At the deadline the server drops them (EOF on their side), and the slots serve others again.
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), silent_1.read(&mut buf)).await.expect("dropped in time");
+    assert_eq!(read.expect("read"), 0, "the server closed the silent connection");
+    assert!(started.elapsed() < Duration::from_secs(2), "dropped after {:?}", started.elapsed());
+    let _ = silent_2.read(&mut buf).await;
+    let served = get_status(coordinator.addr, admin()).await;
+    assert_eq!(served.as_deref(), Ok("operator/admin"));
+    coordinator.stop().await;
+}
