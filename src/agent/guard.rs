@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::reconcile::describe;
 use crate::grpc::convert::api_of;
 use crate::grpc::proto::{DesiredItem, ObjectRef};
 use crate::model::{Backup, Kind, NonAdminBackup, PodVolumeBackup, labels};
@@ -111,14 +112,6 @@ impl Guard {
                 done.join(", ")
             )
         })
-    }
-}
-
-fn describe(r: &ObjectRef) -> String {
-    if r.namespace.is_empty() {
-        format!("{} {}", r.kind, r.name)
-    } else {
-        format!("{} {}/{}", r.kind, r.namespace, r.name)
     }
 }
 

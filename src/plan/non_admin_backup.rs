@@ -28,10 +28,9 @@ pub fn plan_tenant_backup(
 ) -> Vec<PlanItem> {
     let inventory = &target.cluster.inventory;
     let origin_ns = tenant.origin_namespace.as_str();
-    let mapped = mappings.target_namespace(&target.location.source_cluster, &target.cluster.name, origin_ns);
-    let target_ns = match mapped {
+    let target_ns = match mapped_namespace(target, entry, tenant, mappings) {
         Ok(ns) => ns,
-        Err(refusal) => return vec![PlanItem::about_backup(Action::Refuse, target, &entry.name, refusal.0, None)],
+        Err(refused) => return refused,
     };
     let nab_item = |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
         action,
@@ -114,11 +113,9 @@ pub fn plan_tenant_backup_without_oadp(
     mappings: &NamespaceMappings,
     gate: PhaseGate,
 ) -> Vec<PlanItem> {
-    let origin_ns = tenant.origin_namespace.as_str();
-    let mapped = mappings.target_namespace(&target.location.source_cluster, &target.cluster.name, origin_ns);
-    let target_ns = match mapped {
+    let target_ns = match mapped_namespace(target, entry, tenant, mappings) {
         Ok(ns) => ns,
-        Err(refusal) => return vec![PlanItem::about_backup(Action::Refuse, target, &entry.name, refusal.0, None)],
+        Err(refused) => return refused,
     };
     let placement = Placement { tenant, target_namespace: &target_ns };
     let (mut items, state) = velero_backup::plan(target, entry, Some(&placement), gate);
@@ -131,6 +128,20 @@ pub fn plan_tenant_backup_without_oadp(
     }
     items.extend(pod_volume_backups::plan(target, entry, &state));
     items
+}
+
+/// The tenant namespace on the target, mapped from the origin namespace; or the refusal of the whole backup
+/// (a mapping that resolves into a protected or invalid namespace).
+fn mapped_namespace(
+    target: &Target<'_>,
+    entry: &CatalogBackup,
+    tenant: &Tenant,
+    mappings: &NamespaceMappings,
+) -> Result<String, Vec<PlanItem>> {
+    let origin_ns = tenant.origin_namespace.as_str();
+    mappings
+        .target_namespace(&target.location.source_cluster, &target.cluster.name, origin_ns)
+        .map_err(|refusal| vec![PlanItem::about_backup(Action::Refuse, target, &entry.name, refusal.0, None)])
 }
 
 /// What a tenant backup is on a cluster without OADP, in words (the Backup item's reason in plan and status).
