@@ -31,6 +31,9 @@ use crate::plan::{ClusterState, PlanOptions};
 use hub::{Hub, LocationState};
 pub use settings::Settings;
 
+/// HTTP/2 streams one connection may have open at once.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 32;
+
 /// How agents and operators reach the coordinator.
 pub enum Transport {
     /// mTLS: the server presents its certificate and requires a client certificate from the CA; the files are
@@ -163,7 +166,9 @@ pub async fn start(
         // A connection is closed after this age, so its agent reconnects and authenticates again with the
         // certificate it has now (a revoked or replaced identity does not live on in an old stream).
         .max_connection_age(settings.max_connection_age)
-        .max_connection_age_grace(settings.max_connection_age.min(Duration::from_secs(30)));
+        .max_connection_age_grace(settings.max_connection_age.min(Duration::from_secs(30)))
+        // An agent needs one stream and an operator a few calls: no connection gets to open hundreds.
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION));
     let mut stop = shutdown_rx.clone();
     let until_stopped = async move {
         let _ = stop.wait_for(|stopping| *stopping).await;
