@@ -20,6 +20,15 @@ pub fn velero_label_value(value: &str) -> String {
     format!("{}{}", &value[..cut], hex)
 }
 
+/// The first `n` bytes of `s`, as Go's `s[:n]` cuts names (they are ASCII; this never splits a character).
+pub fn cut(s: &str, n: usize) -> &str {
+    let mut end = n.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Why a string is not a valid DNS-1123 subdomain (object name), or `None` when it is one.
 pub fn invalid_object_name(name: &str) -> Option<String> {
     if name.is_empty() {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::catalog::CatalogBackup;
-use crate::model::{Kind, NonAdminBackup, labels};
+use crate::model::{Kind, NonAdminBackup, Object, labels};
 use crate::resolve::{NamespaceMappings, Tenant};
 
 use super::phase::PhaseGate;
@@ -67,7 +67,31 @@ pub fn plan_tenant_backup(
     };
 
     let nabs = &inventory.non_admin_backups;
-    let done = nabs.iter().any(|n| n.view.nacuuid() == Some(tenant.nacuuid.as_str()));
+    let refers = |n: &&Object<NonAdminBackup>| n.view.nacuuid() == Some(tenant.nacuuid.as_str());
+    // Only a NAB in the backup's own (mapped) namespace counts as done: one in any other namespace would let a
+    // tenant block another tenant's backup by labelling a NAB of their own. Such a claim is reported instead.
+    let done = nabs.iter().filter(refers).any(|n| n.namespace() == target_ns);
+    let foreign_claims: Vec<PlanItem> = nabs
+        .iter()
+        .filter(refers)
+        .filter(|n| n.namespace() != target_ns)
+        .map(|n| PlanItem {
+            action: Action::Conflict,
+            kind: NonAdminBackup::KIND.into(),
+            namespace: n.namespace().to_string(),
+            name: n.name().to_string(),
+            backup: entry.name.clone(),
+            reason: Some(format!(
+                "NonAdminBackup {}/{} claims backup {} of namespace {origin_ns:?}, which belongs in {target_ns:?}; \
+                 the claim does not count (NAC refuses it too: its origin namespace differs) and is left untouched",
+                n.namespace(),
+                n.name(),
+                tenant.nacuuid
+            )),
+            waits_for: None,
+            object: None,
+        })
+        .collect();
     if !done && let Some(other) = nabs.iter().find(|n| n.namespace() == target_ns && n.name() == tenant.origin_name) {
         let refers_to = other.view.nacuuid().unwrap_or("no backup");
         let reason = format!(
@@ -75,11 +99,14 @@ pub fn plan_tenant_backup(
             other.name(),
             tenant.nacuuid
         );
-        return vec![nab_item(Action::Conflict, Some(reason), None, None)];
+        let mut items = foreign_claims;
+        items.push(nab_item(Action::Conflict, Some(reason), None, None));
+        return items;
     }
 
     let placement = Placement { tenant, target_namespace: &target_ns };
     let (mut items, state) = velero_backup::plan(target, entry, Some(&placement), gate);
+    items.extend(foreign_claims);
     if state == BackupState::Conflict {
         return items;
     }

@@ -347,6 +347,26 @@ fn rule3_a_nab_referring_to_the_nacuuid_is_done() {
 }
 
 #[test]
+fn rule3_a_nab_claiming_the_nacuuid_in_another_namespace_blocks_nothing_and_is_reported() {
+    // Tenant team-evil labels a NAB of its own with team-a's NACUUID.
+    let claim = json!({"kind": "NonAdminBackup", "metadata": {"name": "grab", "namespace": "team-evil",
+        "labels": {labels::NAB_SYNCED_FROM_NACUUID: NACUUID}}, "spec": {"backupSpec": {}}});
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), ns("team-evil"), claim]);
+    let items = run(vec![entry(nac_backup("Completed"), 1)], &t, &identity());
+    assert_eq!(
+        summary(&items),
+        [
+            (Action::Create, "Backup", "velero", NACUUID),
+            (Action::Conflict, "NonAdminBackup", "team-evil", "grab"),
+            (Action::Wait, "PodVolumeBackup", "velero", &*format!("{NACUUID}-pvb0")),
+            (Action::Wait, "NonAdminBackup", "team-a", "nightly"),
+        ],
+        "team-a's NAB is still planned, with its Backup and PVB"
+    );
+    assert!(items[1].reason.as_deref().unwrap().contains("does not count"), "{:?}", items[1].reason);
+}
+
+#[test]
 fn rule3_an_unrelated_nab_with_the_name_is_a_conflict() {
     let user_nab = json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": "team-a"},
         "spec": {"backupSpec": {}}, "status": {"veleroBackup": {"nacuuid": "team-a-nightly-other"}}});

@@ -1,6 +1,7 @@
 //! Who owns a backup, and where its tenant's namespace lands on another cluster. Pure.
 
 pub mod mapping;
+pub mod nac_uuid;
 pub mod owner;
 
 pub use mapping::{MappingError, NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};

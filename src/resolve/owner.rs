@@ -2,10 +2,10 @@
 //! only if every NAC mark agrees with the others and with what the backup contains (DESIGN §3 rule 3).
 
 use crate::model::labels;
-use crate::model::names::invalid_namespace_name;
+use crate::model::names::{invalid_namespace_name, invalid_object_name};
 use crate::model::{Backup, Object};
 
-use super::Refusal;
+use super::{Refusal, nac_uuid};
 
 /// A tenant's ownership of a NAC backup, from its origin labels and annotations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,12 +71,21 @@ pub fn owner_of(backup: &Object<Backup>) -> Result<Owner, Refusal> {
     if let Some(reason) = invalid_namespace_name(origin_ns) {
         return Err(Refusal(format!("origin namespace {origin_ns:?} is not a namespace name: {reason}")));
     }
-    // NAC generates the NACUUID as `<namespace>-<name>-<uuid>`, cutting the namespace to 25 characters when long
-    // (`GenerateNacObjectUUID`): a NACUUID from another namespace means the marks were edited.
-    let ns_part: String = origin_ns.chars().take(25).collect();
-    if !nacuuid.starts_with(&format!("{ns_part}-")) {
+    if let Some(reason) = invalid_object_name(origin_name) {
+        return Err(Refusal(format!("origin name {origin_name:?} is not a NonAdminBackup name: {reason}")));
+    }
+    // NAC generates the NACUUID as `<namespace>-<name>-<uuid>`, cut to 63 characters (`GenerateNacObjectUUID`);
+    // one that is not exactly that for the origin namespace and name means the marks were edited.
+    if !nac_uuid::matches(nacuuid, origin_ns, origin_name) {
         return Err(Refusal(format!(
-            "labels and annotations disagree: NACUUID {nacuuid:?} was not generated for origin namespace {origin_ns:?}"
+            "labels and annotations disagree: NACUUID {nacuuid:?} was not generated for origin {origin_ns}/{origin_name}"
+        )));
+    }
+    // NAC names the Velero Backup after its NACUUID.
+    if backup.name() != nacuuid {
+        return Err(Refusal(format!(
+            "a NAC backup is named after its NACUUID, but {:?} carries NACUUID {nacuuid:?}",
+            backup.name()
         )));
     }
 
@@ -203,8 +212,25 @@ mod tests {
         let mut v = nac_backup();
         let uuid = format!("{}-0b4c6e1a-1d2f-4c4b-9a57-1f2e3d4c5b6a", &ns[..25]);
         v["metadata"]["labels"]["openshift.io/oadp-nab-origin-nacuuid"] = json!(uuid);
+        v["metadata"]["name"] = json!(uuid);
         v["metadata"]["annotations"]["openshift.io/oadp-nab-origin-namespace"] = json!(ns);
         v["spec"]["includedNamespaces"] = json!([ns]);
         assert!(matches!(owner(v), Ok(Owner::Tenant(_))));
+    }
+
+    #[test]
+    fn names_are_kubernetes_names_and_the_nacuuid_is_exactly_nacs() {
+        let mut bad_name = nac_backup();
+        bad_name["metadata"]["annotations"]["openshift.io/oadp-nab-origin-name"] = json!("Nightly_Backup");
+        assert!(owner(bad_name).unwrap_err().0.contains("not a NonAdminBackup name"));
+        // Origin `team` with a NACUUID generated for `team-a`: a prefix test would accept it.
+        let mut prefix = nac_backup();
+        prefix["metadata"]["annotations"]["openshift.io/oadp-nab-origin-namespace"] = json!("team");
+        prefix["spec"]["includedNamespaces"] = json!(["team"]);
+        assert!(owner(prefix).unwrap_err().0.contains("was not generated for origin team/nightly"));
+        // The Backup must be named after its NACUUID.
+        let mut renamed = nac_backup();
+        renamed["metadata"]["name"] = json!("innocent-looking");
+        assert!(owner(renamed).unwrap_err().0.contains("named after its NACUUID"));
     }
 }
