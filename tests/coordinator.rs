@@ -359,7 +359,7 @@ async fn a_new_backup_in_the_bucket_and_a_new_namespace_each_produce_a_new_set()
     assert_ne!(with_backup.version, first.version);
 
     // The tenant namespace appears on the cluster: the backup's Backup CR becomes a create, and its NAB in
-    // team-a-dr now waits only for that Backup.
+    // team-a-dr now waits only for that Backup and its PVBs (Backup → PVBs → NAB), no namespace.
     agent.upsert(namespaces(&["team-a-dr"]));
     let after = wait_desired(&agent, |d| !waits_for_namespace(d)).await;
     let nab = after
@@ -373,7 +373,8 @@ async fn a_new_backup_in_the_bucket_and_a_new_namespace_each_produce_a_new_set()
             && i.r#ref.as_ref().is_some_and(|r| r.kind == "Backup")
     });
     assert!(backup_created, "{after:#?}");
-    assert!(nab.waits_for.iter().all(|w| w.kind == "Backup"), "{nab:?}");
+    assert!(nab.waits_for.iter().all(|w| w.kind == "Backup" || w.kind == "PodVolumeBackup"), "{nab:?}");
+    assert!(nab.waits_for.iter().any(|w| w.kind == "Backup"), "{nab:?}");
     agent.shutdown().await;
     coordinator.shutdown().await.expect("shutdown");
 }

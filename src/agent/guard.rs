@@ -72,9 +72,9 @@ impl Guard {
     fn check_waits(&self, item: &DesiredItem) -> Option<String> {
         item.waits_for.iter().find_map(|w| match w.kind.as_str() {
             "Namespace" if w.group.is_empty() && w.namespace.is_empty() => None,
-            Backup::KIND if w.group == "velero.io" && w.namespace == self.velero_namespace => None,
+            Backup::KIND | PodVolumeBackup::KIND if w.group == "velero.io" && w.namespace == self.velero_namespace => None,
             _ => Some(format!(
-                "it waits for {} {}/{}, which is neither a Namespace nor a Backup in the Velero namespace",
+                "it waits for {} {}/{}, which is neither a Namespace nor a Backup or PodVolumeBackup in the Velero namespace",
                 w.kind, w.namespace, w.name
             )),
         })

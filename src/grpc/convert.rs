@@ -69,9 +69,35 @@ pub fn served_apis(apis: Option<&ClusterApis>) -> ServedApis {
 /// The DesiredSet for a cluster's plan. `complete` is false when some location's catalog is missing or stale
 /// (see the proto); the version covers it, so a set that becomes complete is sent again.
 pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
-    let items: Vec<DesiredItem> = plan.items.iter().map(desired_item).collect();
+    let mut items: Vec<DesiredItem> = plan.items.iter().map(desired_item).collect();
+    nabs_wait_for_their_pvbs(&mut items);
     let version = version_of(&items, complete);
     DesiredSet { version, items, complete, more: false }
+}
+
+/// DESIGN §4's apply order is Backup → PVBs → NAB: NAC counts a backup's PVBs into the NAB's status when it
+/// attaches, so a NAB also waits for every PVB of its backup that the set creates.
+fn nabs_wait_for_their_pvbs(items: &mut [DesiredItem]) {
+    let applied =
+        |i: &DesiredItem| matches!(DesiredAction::try_from(i.action), Ok(DesiredAction::Create | DesiredAction::Wait));
+    let mut pvbs: std::collections::HashMap<&str, Vec<ObjectRef>> = std::collections::HashMap::new();
+    for item in items.iter().filter(|i| applied(i)) {
+        if let Some(r) = item.r#ref.as_ref().filter(|r| r.kind == PodVolumeBackup::KIND) {
+            pvbs.entry(item.backup.as_str()).or_default().push(r.clone());
+        }
+    }
+    if pvbs.is_empty() {
+        return;
+    }
+    let pvbs: std::collections::HashMap<String, Vec<ObjectRef>> =
+        pvbs.into_iter().map(|(backup, refs)| (backup.to_string(), refs)).collect();
+    for item in items.iter_mut().filter(|i| applied(i)) {
+        if item.r#ref.as_ref().is_some_and(|r| r.kind == NonAdminBackup::KIND)
+            && let Some(refs) = pvbs.get(&item.backup)
+        {
+            item.waits_for.extend(refs.iter().cloned());
+        }
+    }
 }
 
 fn desired_item(item: &PlanItem) -> DesiredItem {
@@ -338,5 +364,36 @@ mod tests {
             assert!(matches!(err, ItemError::TooLarge(_)), "{field}: {err}");
             assert!(err.to_string().contains(field), "{field}: {err}");
         }
+    }
+
+    #[test]
+    fn a_nab_waits_for_its_backups_pvbs_too() {
+        let item = |kind: &str, name: &str, backup: &str, action: Action| PlanItem {
+            action,
+            kind: kind.into(),
+            namespace: if kind == "NonAdminBackup" { "team-a".into() } else { "velero".into() },
+            name: name.into(),
+            backup: backup.into(),
+            reason: None,
+            waits_for: Some(Prerequisite::Backup { namespace: "velero".into(), name: backup.into() }),
+            object: Some(json!({})),
+        };
+        let plan = ClusterPlan {
+            cluster: "b".into(),
+            items: vec![
+                item("Backup", "b1", "b1", Action::Create),
+                item("PodVolumeBackup", "p1", "b1", Action::Wait),
+                item("PodVolumeBackup", "p2", "b1", Action::Refuse),
+                item("PodVolumeBackup", "q1", "b2", Action::Wait),
+                item("NonAdminBackup", "nightly", "b1", Action::Wait),
+            ],
+        };
+        let set = desired_set(&plan, true);
+        let waits: Vec<&str> = set.items[4].waits_for.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            waits,
+            ["b1", "p1"],
+            "its Backup and its PVBs to be created; not a refused one, not another backup's"
+        );
     }
 }

@@ -169,6 +169,8 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
         };
     }
     let mut items = Vec::new();
+    // One name is one Backup on a cluster: the first location (in config order) that holds it wins.
+    let mut first_location: BTreeMap<&str, &str> = BTreeMap::new();
     for catalog in locations.iter().map(AsRef::as_ref) {
         let location = &catalog.location;
         let bsl = match binding::storage_location_for(cluster, location) {
@@ -200,6 +202,16 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
         }
         let target = Target { cluster, location, bsl, options };
         for backup in catalog.backups.values() {
+            if let Some(first) = first_location.get(backup.name.as_str()) {
+                let reason = format!(
+                    "backup {:?} is in location {first:?} too, which cluster {} reads first; one name is one Backup \
+                     on a cluster, so this one is left out",
+                    backup.name, cluster.name
+                );
+                items.push(PlanItem::about_backup(Action::Conflict, &target, &backup.name, reason, None));
+                continue;
+            }
+            first_location.insert(&backup.name, &location.name);
             items.extend(plan_backup(&target, backup, mappings));
         }
     }

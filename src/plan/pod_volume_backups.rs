@@ -52,7 +52,17 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
     if missing.is_empty() {
         return items;
     }
+    let mut seen = std::collections::BTreeSet::new();
     for pvb in entry.pod_volume_backups.objects().iter().filter(|p| missing.contains(&p.name())) {
+        if !seen.insert(pvb.name().to_string()) {
+            let reason = format!(
+                "PodVolumeBackup {:?} is listed twice in backup {:?}'s PVB file; only the first is materialized",
+                pvb.name(),
+                entry.name
+            );
+            items.push(item(Action::Refuse, pvb.name(), Some(reason), None, None));
+            continue;
+        }
         if let Some(reason) = refusal(entry, pvb) {
             items.push(item(Action::Refuse, pvb.name(), Some(reason), None, None));
             continue;
@@ -155,10 +165,9 @@ fn desired(target: &Target<'_>, entry: &CatalogBackup, pvb: &Object<PodVolumeBac
             r["uid"] = backup_uid.into();
         }
     }
-    let has_uid_label = meta.get("labels").and_then(|l| l.get(labels::VELERO_BACKUP_UID)).is_some();
-    if has_uid_label {
-        set_label(&mut object, labels::VELERO_BACKUP_UID, backup_uid);
-    }
+    // Set, not copied: whatever the file said, a PVB is its own backup's (Velero's restore finds PVBs by these).
+    set_label(&mut object, labels::VELERO_BACKUP_NAME, &velero_label_value(&entry.name));
+    set_label(&mut object, labels::VELERO_BACKUP_UID, backup_uid);
     set_spec(&mut object, "backupStorageLocation", target.bsl.name().into());
     object
 }

@@ -568,6 +568,44 @@ fn rule6_a_location_the_config_does_not_grant_is_never_read_whatever_bsl_the_age
     assert!(run(vec![entry(admin_backup("daily-1", "Completed"), 1)], &bare, &identity()).is_empty());
 }
 
+#[test]
+fn pvb_labels_are_set_for_their_own_backup_and_a_name_listed_twice_is_reported() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), backup_cr("b-uid", admin_backup("daily-1", "Completed"))]);
+    let pvbs = vec![pvb("daily-1", 1), pvb("daily-1", 1), pvb("daily-1", 0)];
+    let items = run(vec![entry_with_pvbs(admin_backup("daily-1", "Completed"), pvbs)], &t, &identity());
+    assert_eq!(
+        summary(&items),
+        [
+            (Action::Create, "PodVolumeBackup", "velero", "daily-1-pvb1"),
+            (Action::Refuse, "PodVolumeBackup", "velero", "daily-1-pvb1"),
+            (Action::Create, "PodVolumeBackup", "velero", "daily-1-pvb0"),
+        ]
+    );
+    assert!(items[1].reason.as_deref().unwrap().contains("listed twice"));
+    let labels = &items[0].object.as_ref().unwrap()["metadata"]["labels"];
+    assert_eq!(labels[labels::VELERO_BACKUP_NAME], "daily-1");
+    assert_eq!(labels[labels::VELERO_BACKUP_UID], "b-uid");
+}
+
+#[test]
+fn one_backup_name_in_two_locations_is_one_create_and_a_reported_conflict() {
+    let mut t = cluster(vec![bsl("b-bsl", "velero"), bsl("b-bsl-2", "velero/other")]);
+    t.granted_locations.insert("other".into());
+    let mut locations = catalog(vec![entry(admin_backup("daily-1", "Completed"), 0)]);
+    let mut other =
+        LocationCatalog::empty(Location { name: "other".into(), prefix: "velero/other".into(), ..location() });
+    other.backups.insert("daily-1".into(), entry(admin_backup("daily-1", "Completed"), 0));
+    other.listing = Listing::Complete;
+    locations.push(other);
+    let items =
+        plan_cluster(&locations, &t, &identity(), &PlanOptions { materialize_velero_backups: true, now: now() }).items;
+    assert_eq!(
+        summary(&items),
+        [(Action::Create, "Backup", "velero", "daily-1"), (Action::Conflict, "Backup", "velero", "daily-1")]
+    );
+    assert!(items[1].reason.as_deref().unwrap().contains("in location \"shared\" too"), "{:?}", items[1].reason);
+}
+
 // === Rule 7: targets differ (plain Velero, no OADP) ===
 
 fn plain_velero(docs: Vec<Value>) -> ClusterState {
