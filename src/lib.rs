@@ -11,6 +11,8 @@ pub mod config;
 pub mod coordinator;
 pub mod dag;
 pub mod fixture;
+#[cfg(test)]
+mod fuzz_input;
 pub mod grpc;
 pub mod model;
 pub mod plan;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::reconcile::describe;
 use crate::grpc::convert::api_of;
 use crate::grpc::proto::{DesiredItem, ObjectRef};
+use crate::model::names::{invalid_namespace_name, invalid_object_name};
 use crate::model::{Backup, Kind, NonAdminBackup, PodVolumeBackup, labels};
 use crate::resolve::ProtectedNamespaces;
 
@@ -46,9 +47,19 @@ impl Guard {
                 r.group, r.version, r.kind
             ));
         }
+        // Names go into request paths as they are: a `/` or `?` in one would address another resource.
+        if let Some(reason) = invalid_object_name(&r.name) {
+            return Some(format!("{} {:?} is not a valid object name: {reason}", r.kind, r.name));
+        }
         if r.kind == NonAdminBackup::KIND {
             if r.namespace.is_empty() {
                 return Some("a NonAdminBackup needs a namespace".into());
+            }
+            if let Some(reason) = invalid_namespace_name(&r.namespace) {
+                return Some(format!(
+                    "NonAdminBackup namespace {:?} is not a valid namespace name: {reason}",
+                    r.namespace
+                ));
             }
             if r.namespace == self.velero_namespace {
                 return Some(format!(
@@ -70,13 +81,21 @@ impl Guard {
     }
 
     fn check_waits(&self, item: &DesiredItem) -> Option<String> {
-        item.waits_for.iter().find_map(|w| match w.kind.as_str() {
-            "Namespace" if w.group.is_empty() && w.namespace.is_empty() => None,
-            Backup::KIND | PodVolumeBackup::KIND if w.group == "velero.io" && w.namespace == self.velero_namespace => None,
-            _ => Some(format!(
-                "it waits for {} {}/{}, which is neither a Namespace nor a Backup or PodVolumeBackup in the Velero namespace",
-                w.kind, w.namespace, w.name
-            )),
+        item.waits_for.iter().find_map(|w| {
+            // What an item waits for is read by name, so its name must be one too.
+            let invalid = match w.kind.as_str() {
+                "Namespace" if w.group.is_empty() && w.namespace.is_empty() => invalid_namespace_name(&w.name),
+                Backup::KIND | PodVolumeBackup::KIND if w.group == "velero.io" && w.namespace == self.velero_namespace => {
+                    invalid_object_name(&w.name)
+                }
+                _ => {
+                    return Some(format!(
+                        "it waits for {} {}/{}, which is neither a Namespace nor a Backup or PodVolumeBackup in the Velero namespace",
+                        w.kind, w.namespace, w.name
+                    ));
+                }
+            };
+            invalid.map(|reason| format!("it waits for {} {:?}, which is not a valid name: {reason}", w.kind, w.name))
         })
     }
 
@@ -183,6 +202,22 @@ mod tests {
             ("NAB in velero", object_ref("NonAdminBackup", "velero", "n"), vec![], None, "Velero/OADP namespace"),
             ("NAB in listed", object_ref("NonAdminBackup", "vault", "n"), vec![], None, "protectedNamespaces"),
             ("NAB in default", object_ref("NonAdminBackup", "default", "n"), vec![], None, "protected"),
+            ("no name", object_ref("Backup", "velero", ""), vec![], None, "not a valid object name"),
+            (
+                "a name that is a path",
+                object_ref("Backup", "velero", "b1/status"),
+                vec![],
+                Some(body("Backup", "velero", "b1/status", Some("Completed"))),
+                "not a valid object name",
+            ),
+            ("NAB namespace a path", object_ref("NonAdminBackup", "a/b", "n"), vec![], None, "not a valid namespace"),
+            (
+                "waits for a path",
+                object_ref("NonAdminBackup", "team-a", "n"),
+                vec![object_ref("Namespace", "", "team-a/secrets/s")],
+                None,
+                "not a valid name",
+            ),
             (
                 "body renamed",
                 object_ref("Backup", "velero", "b1"),

@@ -6,6 +6,8 @@
 //! a set through [`kube_api`] after [`guard`] checked each item, [`order`] orders it.
 
 pub mod discovery;
+#[cfg(test)]
+mod fuzz;
 pub mod guard;
 pub mod health;
 pub mod index;

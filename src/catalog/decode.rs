@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::model::compressed_json::compact;
 use crate::model::names::invalid_object_name;
+use crate::model::object::view_from_json_text;
 use crate::model::{Backup, Kind, Object, PodVolumeBackup};
 
 /// What decompressing one bucket object may cost: a gzip bomb (a few KB that inflate to gigabytes) is refused
@@ -89,7 +90,7 @@ pub fn pod_volume_backup_items(bytes: &[u8], limits: &DecodeLimits) -> Result<(V
     let (mut names, mut array) = (Vec::new(), vec![b'[']);
     for_each_pod_volume_backup(bytes, limits, |i, text| {
         let view: PodVolumeBackup =
-            serde_json::from_str(text).map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
+            view_from_json_text(text).map_err(|e| DecodeError::Shape(format!("item {i}: {e}")))?;
         names.push(view.metadata.name.into_boxed_str());
         if i > 0 {
             array.push(b',');

@@ -3,6 +3,8 @@
 //! Pure: decoding and the refresh bookkeeping live here; reading the bucket is `crate::bucket`'s job.
 
 pub mod decode;
+#[cfg(test)]
+mod fuzz;
 pub mod layout;
 pub mod location;
 pub mod pod_volume_backup_file;

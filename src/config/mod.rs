@@ -466,6 +466,8 @@ fn check_unique<'a>(what: &str, names: impl Iterator<Item = &'a str>) -> Result<
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests {
     use super::*;
 

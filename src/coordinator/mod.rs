@@ -7,6 +7,8 @@
 //! file joins them to tokio tasks and the gRPC server.
 
 pub mod cluster;
+#[cfg(test)]
+mod fuzz;
 pub mod http;
 pub mod hub;
 pub mod metrics;

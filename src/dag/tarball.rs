@@ -134,8 +134,9 @@ pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dag::{Graph, Priorities, layers};
+    use crate::dag::{Graph, Priorities, layers, traverse};
     use crate::fixture::{self, FixtureSpec};
+    use crate::fuzz_input::mutated_json;
     use flate2::Compression;
     use flate2::write::GzEncoder;
     use proptest::prelude::*;
@@ -273,5 +274,41 @@ mod tests {
                 let _ = layers(&Graph::build(contents.objects, &Priorities::velero_default(), &[]));
             }
         }
+
+        #[test]
+        fn tarballs_with_a_mutated_item_never_panic(
+            (which, item) in (0..fixture_items().len())
+                .prop_flat_map(|i| (Just(i), mutated_json(serde_json::from_slice(&fixture_items()[i].1).unwrap_or_default()))),
+        ) {
+            // Byte flips rarely keep an item JSON; value edits (other types, odd numbers, deep nesting, repeated
+            // keys) do, and reach the item reader and the graph's reference extraction.
+            let mut entries = fixture_items().to_vec();
+            entries[which].1 = item;
+            let entries: Vec<(&str, &[u8])> = entries.iter().map(|(path, data)| (path.as_str(), data.as_slice())).collect();
+            let contents = read(gz(&tar_of(&entries)).as_slice()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(contents.objects.len() + contents.errors.len() + contents.copies <= entries.len());
+            let graph = Graph::build(contents.objects, &Priorities::velero_default(), &[]);
+            let _ = (layers(&graph), traverse(&graph));
+        }
+    }
+
+    /// The fixture tarball's file entries, in order.
+    fn fixture_items() -> &'static [(String, Vec<u8>)] {
+        static ITEMS: std::sync::OnceLock<Vec<(String, Vec<u8>)>> = std::sync::OnceLock::new();
+        ITEMS.get_or_init(|| {
+            let tarball = fixture_tarball();
+            let mut archive = tar::Archive::new(MultiGzDecoder::new(tarball.as_slice()));
+            let mut items = Vec::new();
+            for entry in archive.entries().expect("fixture tar") {
+                let mut entry = entry.expect("fixture entry");
+                if entry.header().entry_type().is_file() {
+                    let path = entry.path().expect("fixture path").to_string_lossy().into_owned();
+                    let mut data = Vec::new();
+                    entry.read_to_end(&mut data).expect("fixture data");
+                    items.push((path, data));
+                }
+            }
+            items
+        })
     }
 }

@@ -5,16 +5,17 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
 
-use super::meta::{ObjectMeta, null_as_default};
+use super::meta::{ObjectMeta, null_as_default, struct_from_object, struct_from_object_or_null};
 use super::object::Kind;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct Backup {
+    #[serde(deserialize_with = "struct_from_object")]
     pub metadata: ObjectMeta,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub spec: BackupSpec,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub status: BackupStatus,
 }
 

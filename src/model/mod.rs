@@ -2,6 +2,8 @@
 
 pub mod backup;
 pub mod compressed_json;
+#[cfg(test)]
+mod fuzz;
 pub mod inventory;
 pub mod labels;
 pub mod meta;

@@ -4,16 +4,19 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::labels;
-use super::meta::{ObjectMeta, null_as_default};
+use super::meta::{
+    ObjectMeta, null_as_default, optional_struct_from_object, struct_from_object, struct_from_object_or_null,
+};
 use super::object::Kind;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct NonAdminBackup {
+    #[serde(deserialize_with = "struct_from_object")]
     pub metadata: ObjectMeta,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub spec: NonAdminBackupSpec,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub status: NonAdminBackupStatus,
 }
 
@@ -35,6 +38,7 @@ pub struct NonAdminBackupSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NonAdminBackupStatus {
+    #[serde(deserialize_with = "optional_struct_from_object")]
     pub velero_backup: Option<VeleroBackupReference>,
     #[serde(deserialize_with = "null_as_default")]
     pub phase: String,

@@ -2,16 +2,17 @@
 
 use serde::Deserialize;
 
-use super::meta::{ObjectMeta, null_as_default};
+use super::meta::{ObjectMeta, null_as_default, struct_from_object, struct_from_object_or_null};
 use super::object::Kind;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct PodVolumeBackup {
+    #[serde(deserialize_with = "struct_from_object")]
     pub metadata: ObjectMeta,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub spec: PodVolumeBackupSpec,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub status: PodVolumeBackupStatus,
 }
 
@@ -26,7 +27,7 @@ impl Kind for PodVolumeBackup {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodVolumeBackupSpec {
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub pod: PodReference,
     #[serde(deserialize_with = "null_as_default")]
     pub volume: String,

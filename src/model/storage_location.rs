@@ -3,14 +3,15 @@
 use serde::Deserialize;
 
 use super::labels;
-use super::meta::{ObjectMeta, null_as_default};
+use super::meta::{ObjectMeta, null_as_default, struct_from_object, struct_from_object_or_null};
 use super::object::Kind;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct BackupStorageLocation {
+    #[serde(deserialize_with = "struct_from_object")]
     pub metadata: ObjectMeta,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub spec: BackupStorageLocationSpec,
 }
 
@@ -27,7 +28,7 @@ impl Kind for BackupStorageLocation {
 pub struct BackupStorageLocationSpec {
     #[serde(deserialize_with = "null_as_default")]
     pub provider: String,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "struct_from_object_or_null")]
     pub object_storage: ObjectStorage,
     pub default: bool,
     /// `ReadOnly` or `ReadWrite`; Velero treats unset as `ReadWrite`.
