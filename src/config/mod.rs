@@ -372,7 +372,16 @@ impl LoadedConfig {
             }
         }
         let cluster_names: BTreeSet<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
+        let sources: BTreeSet<&str> =
+            cluster_names.iter().copied().chain(config.locations.iter().map(|l| l.source_cluster.as_str())).collect();
         for m in &config.namespace_mappings {
+            // A typo here would silently map nothing (identity): name a cluster the config knows.
+            if !sources.contains(m.from.as_str()) {
+                return Err(invalid(format!(
+                    "namespaceMappings {} → {}: unknown source cluster {:?} (not in clusters, nor any location's sourceCluster)",
+                    m.from, m.to, m.from
+                )));
+            }
             if !cluster_names.contains(m.to.as_str()) {
                 return Err(invalid(format!(
                     "namespaceMappings {} → {}: unknown target cluster {:?}",
@@ -542,6 +551,10 @@ namespaceMappings:
         assert!(err.contains("unknown location \"other\""), "{err}");
         let err = load(&GOOD.replace("locations: [shared]", "locations: [elsewhere]")).unwrap_err().to_string();
         assert!(err.contains("clusters[cluster-b].locations names unknown location \"elsewhere\""), "{err}");
+        let err = load(&GOOD.replace("from: cluster-a", "from: cluster-aa")).unwrap_err().to_string();
+        assert!(err.contains("unknown source cluster \"cluster-aa\""), "{err}");
+        let err = load(&GOOD.replace("add: \"dr-\"", "add: \"kube-\"")).unwrap_err().to_string();
+        assert!(err.contains("prefix rule"), "{err}");
         let err = load(&GOOD.replace("to: cluster-b", "to: cluster-z")).unwrap_err().to_string();
         assert!(err.contains("cluster-z"), "{err}");
     }

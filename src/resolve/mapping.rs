@@ -62,6 +62,34 @@ pub enum MappingError {
     Protected { from: String, to: String, src: String, dst: String, reason: String },
     #[error("namespaceMappings {from} → {to}: {src:?} → {dst:?}: {reason}")]
     InvalidName { from: String, to: String, src: String, dst: String, reason: String },
+    #[error("namespaceMappings {from} → {to}: prefix rule (strip {strip:?}, add {add:?}) is refused: {reason}")]
+    ProtectedPrefix { from: String, to: String, strip: String, add: String, reason: String },
+}
+
+/// Why a prefix rule could rewrite some namespace into a protected one, or `None`. A rewritten name is
+/// `add` + the rest, and the rest can be anything: so the rule reaches a protected name when that name starts
+/// with `add`, and a protected prefix when either of the two starts with the other.
+fn prefix_reaches_protected(p: &PrefixRewrite, protected: &ProtectedNamespaces, target: &str) -> Option<String> {
+    if p.strip.is_empty() && p.add.is_empty() {
+        return None;
+    }
+    let add = p.add.as_str();
+    let names = ALWAYS_PROTECTED
+        .iter()
+        .map(|n| n.to_string())
+        .chain(protected.listed.iter().cloned())
+        .chain(protected.velero_namespaces.get(target).cloned());
+    for name in names {
+        if let Some(rest) = name.strip_prefix(add) {
+            let source = format!("{}{rest}", p.strip);
+            return Some(format!("it can rewrite {source:?} into {name:?}, a protected namespace"));
+        }
+    }
+    PROTECTED_PREFIXES.iter().find(|q| q.starts_with(add) || add.starts_with(*q)).map(|q| {
+        format!(
+            "its results can start with {q:?} (those namespaces belong to the platform); list such pairs explicitly"
+        )
+    })
 }
 
 /// All configured mappings, validated.
@@ -96,6 +124,17 @@ impl NamespaceMappings {
                         reason,
                     });
                 }
+            }
+            if let Some(p) = &m.prefix
+                && let Some(reason) = prefix_reaches_protected(p, &protected, &m.to)
+            {
+                return Err(MappingError::ProtectedPrefix {
+                    from: m.from.clone(),
+                    to: m.to.clone(),
+                    strip: p.strip.clone(),
+                    add: p.add.clone(),
+                    reason,
+                });
             }
             let key = (m.from.clone(), m.to.clone());
             if by_pair.contains_key(&key) {
@@ -176,10 +215,28 @@ mod tests {
             assert!(matches!(err, MappingError::Protected { .. }), "{dst}: {err}");
             assert!(err.to_string().contains("a → b"), "{err}");
         }
-        let m = NamespaceMappings::new(vec![mapping(&[], Some(("", "kube-")))], protected()).unwrap();
-        assert!(m.target_namespace("a", "b", "system").unwrap_err().0.contains("protected"));
+        let m = NamespaceMappings::new(vec![mapping(&[], Some(("team-", "dr-")))], protected()).unwrap();
         // Identity into a protected namespace is refused too: a tenant backup claiming `default` gets nowhere.
         assert!(m.target_namespace("x", "c", "velero").is_err());
+        assert!(m.target_namespace("a", "b", "kube-system").unwrap_err().0.contains("protected"));
+    }
+
+    #[test]
+    fn prefix_rules_that_can_reach_a_protected_namespace_are_refused_at_load() {
+        // (strip, add): each can rewrite some tenant namespace into a protected one.
+        for (strip, add) in
+            [("", "kube-"), ("team-", "openshift-"), ("team-", ""), ("team-", "ku"), ("x", "d"), ("t", "vau")]
+        {
+            let err = NamespaceMappings::new(vec![mapping(&[], Some((strip, add)))], protected()).unwrap_err();
+            assert!(matches!(err, MappingError::ProtectedPrefix { .. }), "{strip:?} {add:?}: {err}");
+            assert!(err.to_string().contains("a → b"), "{err}");
+        }
+        for (strip, add) in [("team-", "dr-"), ("", "tenant-"), ("", "")] {
+            assert!(
+                NamespaceMappings::new(vec![mapping(&[], Some((strip, add)))], protected()).is_ok(),
+                "{strip:?} {add:?}"
+            );
+        }
     }
 
     #[test]

@@ -146,16 +146,14 @@ mod tests {
         let mut two = backup(true);
         two["spec"]["includedNamespaces"] = json!(["team-a", "team-b"]);
         assert!(matches!(plan_restore(&two, "b", &mappings("x"), "r"), Err(RestoreError::NotOneNamespace { .. })));
-        // A prefix rule can produce a protected name at restore time too: refused again here.
+        // A target namespace that is protected is refused again here (prefix rules that could reach one are
+        // refused when the config loads; an identity mapping of a protected origin is not).
         let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: BTreeMap::new() };
-        let prefix = NamespaceMapping {
-            from: "a".into(),
-            to: "b".into(),
-            namespaces: BTreeMap::new(),
-            prefix: Some(crate::resolve::PrefixRewrite { strip: "team-".into(), add: "kube-".into() }),
-        };
-        let m = NamespaceMappings::new(vec![prefix], protected).expect("mappings");
-        let err = plan_restore(&backup(true), "b", &m, "r").unwrap_err().to_string();
+        let m = NamespaceMappings::new(vec![], protected).expect("mappings");
+        let mut kube = backup(true);
+        kube["spec"]["includedNamespaces"] = json!(["kube-a"]);
+        kube["metadata"]["annotations"]["openshift.io/oadp-nab-origin-namespace"] = json!("kube-a");
+        let err = plan_restore(&kube, "b", &m, "r").unwrap_err().to_string();
         assert!(err.contains("kube-a") && err.contains("refused"), "{err}");
     }
 }
