@@ -187,6 +187,12 @@ async fn update_existing(
     memory: &mut Memory,
 ) -> (ApplyOutcome, String) {
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+    // Velero's or NAC's own sync got there first with this same backup: that is the item done, not a conflict
+    // (and never ours to change).
+    if !is_ferrys(&existing) && same_backup(r, desired, &existing) {
+        live.insert(ObjectKey::of_ref(r), existing);
+        return (ApplyOutcome::Applied, "made by Velero's or NAC's own sync; left as it is".into());
+    }
     if !is_ferrys(&existing) {
         let note = format!(
             "{} exists and is not ferry's (no {}={} label); left untouched",
@@ -218,6 +224,29 @@ async fn update_existing(
             (ApplyOutcome::Applied, String::new())
         }
         Err(e) => (ApplyOutcome::Failed, e.to_string()),
+    }
+}
+
+/// Whether an object someone else made is the very object ferry wanted: a Backup of the same name bound to the
+/// same storage location; a NAB in the same namespace synced from the same NACUUID; a PVB labelled for the same
+/// backup (name and UID).
+fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
+    let text = |v: &Value, pointer: &str| v.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    let label = |v: &Value, key: &str| {
+        v.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str).map(str::to_string)
+    };
+    let same = |a: Option<String>, b: Option<String>| a.is_some() && a == b;
+    match r.kind.as_str() {
+        "Backup" => same(text(desired, "/spec/storageLocation"), text(existing, "/spec/storageLocation")),
+        "NonAdminBackup" => {
+            same(label(desired, labels::NAB_SYNCED_FROM_NACUUID), label(existing, labels::NAB_SYNCED_FROM_NACUUID))
+                && text(existing, "/metadata/namespace").as_deref() == Some(r.namespace.as_str())
+        }
+        "PodVolumeBackup" => {
+            same(label(desired, labels::VELERO_BACKUP_NAME), label(existing, labels::VELERO_BACKUP_NAME))
+                && same(label(desired, labels::VELERO_BACKUP_UID), label(existing, labels::VELERO_BACKUP_UID))
+        }
+        _ => false,
     }
 }
 
@@ -471,5 +500,46 @@ mod tests {
         reconcile(&api, &guard(), &set, &mut memory).await;
         let refusals = api.events.lock().unwrap().iter().filter(|e| e.starts_with("FerryAgentRefused")).count();
         assert_eq!(refusals, 3, "one Event per refused item, not one per pass");
+    }
+
+    #[tokio::test]
+    async fn velero_or_nac_winning_the_race_with_the_same_backup_is_success_not_a_conflict() {
+        let api = Memo::default();
+        // NAC's own sync made the NAB (same NACUUID, no ferry label); Velero's sync made the Backup on this BSL.
+        let nac_made = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "team-a",
+            "labels": {labels::NAB_SYNCED_FROM_NACUUID: "team-a-n-uuid"}}});
+        let velero_made = json!({"kind": "Backup", "metadata": {"name": "b", "namespace": "velero"},
+            "spec": {"storageLocation": "dr-bsl"}, "status": {"phase": "Completed"}});
+        let someone_elses = json!({"kind": "Backup", "metadata": {"name": "other", "namespace": "velero"},
+            "spec": {"storageLocation": "their-bsl"}});
+        {
+            let mut objects = api.objects.lock().unwrap();
+            objects.insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "team-a", "n")), nac_made);
+            objects.insert(ObjectKey::of_ref(&object_ref("Backup", "velero", "b")), velero_made);
+            objects.insert(ObjectKey::of_ref(&object_ref("Backup", "velero", "other")), someone_elses);
+        }
+        let mut nab = ours("NonAdminBackup", "n");
+        nab["metadata"]["labels"][labels::NAB_SYNCED_FROM_NACUUID] = json!("team-a-n-uuid");
+        let mut backup = ours("Backup", "b");
+        backup["spec"] = json!({"storageLocation": "dr-bsl"});
+        let mut other = ours("Backup", "other");
+        other["spec"] = json!({"storageLocation": "dr-bsl"});
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![
+                item(DesiredAction::Create, "Backup", "b", &[], Some(backup)),
+                item(DesiredAction::Create, "Backup", "other", &[], Some(other)),
+                item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(nab)),
+            ],
+            complete: true,
+            more: false,
+        };
+        let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
+        let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).unwrap().outcome;
+        assert_eq!(outcome("b"), ApplyOutcome::Applied as i32, "Velero's own sync of the same backup");
+        assert_eq!(outcome("n"), ApplyOutcome::Applied as i32, "NAC's own sync of the same NAB");
+        assert_eq!(outcome("other"), ApplyOutcome::Conflict as i32, "a Backup on another BSL is someone else's");
+        let events = api.events.lock().unwrap().clone();
+        assert_eq!(events, ["FerryConflict other"], "no Warning Event for a sync that won the race");
     }
 }
