@@ -119,7 +119,7 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
         let reconcile_now = tokio::select! {
             update = updates.recv() => {
                 let Some(update) = update else { break };
-                forward(&client, &mut index, &mut apis, update, &mut updates);
+                forward(&client, &view, &mut index, &mut apis, update, &mut updates);
                 false
             }
             changed = desired.changed() => {
@@ -137,7 +137,7 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
                         let version_changed = apis.set_velero_version(version);
                         let stopped = start_and_stop(&mut watches, &mut apis, &served, Some(&client), Some(&mut index));
                         if stopped || version_changed {
-                            client.set_apis(apis.cluster_apis());
+                            announce(&client, &view, &apis);
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "API discovery failed; keeping the kinds watched so far"),
@@ -146,12 +146,6 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
             }
             _ = &mut shutdown => break,
         };
-        view.send_if_modified(|v| {
-            let now = apis.cluster_apis();
-            let changed = v.apis != now;
-            v.apis = now;
-            changed
-        });
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
         let cached = index::Cached { index: &index, api: &api };
         let results = reconcile(&cached, &guard, &set, &mut memory).await;
@@ -279,10 +273,18 @@ async fn initial_inventory(
     Some(initial)
 }
 
+/// Tells the coordinator, and the agent's own `/metrics`, which kinds the cluster serves now.
+fn announce(client: &AgentClient, view: &tokio::sync::watch::Sender<health::AgentView>, apis: &ApiState) {
+    let now = apis.cluster_apis();
+    view.send_modify(|v| v.apis = now.clone());
+    client.set_apis(now);
+}
+
 /// Sends an update and whatever else is already queued, batched: a burst of changes is one Delta. The first
 /// list of a kind that appeared at runtime is followed by the new `ClusterApis` naming it.
 fn forward(
     client: &AgentClient,
+    view: &tokio::sync::watch::Sender<health::AgentView>,
     index: &mut index::Index,
     apis: &mut ApiState,
     first: Update,
@@ -303,7 +305,7 @@ fn forward(
                     client.publish_snapshot(resource, items);
                     if apis.mark_listed(&kind) {
                         tracing::info!(%kind, "listed; telling the coordinator the cluster serves it");
-                        client.set_apis(apis.cluster_apis());
+                        announce(client, view, apis);
                     }
                 }
                 Update::Upsert(item) => upserts.push(item),

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::grpc::convert::served_apis;
 use crate::grpc::proto::{ClusterStatus, GetStatusResponse};
 
 /// Reads one count of a cluster's status.
@@ -45,10 +46,7 @@ pub fn render(status: &GetStatusResponse) -> String {
         "ferry_cluster_oadp",
         "1 when the cluster serves OADP's NonAdminBackups (tenant backups become NonAdminBackups there).",
         told()
-            .map(|(c, a)| {
-                let oadp = a.served.iter().any(|t| t.kind == "NonAdminBackup");
-                (cluster(&c.cluster), f64::from(u8::from(oadp)))
-            })
+            .map(|(c, a)| (cluster(&c.cluster), f64::from(u8::from(served_apis(Some(a)).non_admin_backups))))
             .collect(),
     );
     family(

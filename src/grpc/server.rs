@@ -295,9 +295,7 @@ impl SessionTask {
         let message = CoordinatorMessage { body: Some(CoordinatorBody::Ack(ack)) };
         self.tx.send(Ok(message)).await.map_err(|_| End::AgentClosed)
     }
-}
 
-impl SessionTask {
     /// Takes one snapshot message; returns the whole snapshot once its final chunk is in. A chunk of another
     /// type than the one being assembled starts over; chunks past the cluster's inventory cap are not kept
     /// (the final apply rejects what is over it anyway).

@@ -54,6 +54,7 @@ fn is_uuid(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::names::invalid_object_name;
 
     const UUID: &str = "b9a51801-1db9-4e31-af75-201bf29a1b45";
 
@@ -67,6 +68,12 @@ mod tests {
         assert_eq!(generate("team-a", "nightly", UUID), format!("team-a-nightly-{UUID}"));
         let long_ns = "a-very-long-tenant-namespace-name";
         assert_eq!(generate(long_ns, "nightly", UUID), format!("{}-{UUID}", &long_ns[..25]));
+        let ns25 = "n".repeat(25);
+        assert_eq!(generate(&ns25, "nightly-backup", UUID), format!("{ns25}-{UUID}"));
+        for (ns, name) in [("team-a", "x".repeat(100)), (long_ns, "y".repeat(40))] {
+            let id = generate(ns, &name, UUID);
+            assert!(id.len() <= 63 && invalid_object_name(&id).is_none(), "{id}");
+        }
     }
 
     #[test]
