@@ -297,9 +297,8 @@ async fn bad_objects_are_reported_by_key_and_skipped() {
     objects.push((meta("not-json"), b"<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code></Error>".to_vec()));
     expected.push(("not-json".into(), meta("not-json"), "JSON"));
 
-    // A directory with only a PVB file (half-written, or foreign).
+    // A directory with only a PVB file (half-written, or foreign): no backup and no error, counted apart.
     objects.push((pvb("pvb-only"), good_pvbs("pvb-only")));
-    expected.push(("pvb-only".into(), meta("pvb-only"), "missing"));
 
     // A PVB file holding a JSON object instead of an array.
     objects.push((meta("pvb-object"), good_meta("pvb-object")));
@@ -356,17 +355,38 @@ async fn bad_objects_are_reported_by_key_and_skipped() {
         &found_keys - &expected_keys,
         &expected_keys - &found_keys
     );
+    // A bad PVB file costs only the PVBs (as in Velero's sync): the backup is loaded without them.
+    let pvb_file_only = |key: &str| key.ends_with("-podvolumebackups.json.gz");
     for (name, key, fragment) in &expected {
         let message = errors[key.as_str()];
         assert!(message.contains(fragment), "error for {key} should mention {fragment:?}: {message}");
-        assert!(!catalog.backups.contains_key(name), "{name} is bad but was loaded");
-        assert!(catalog.skipped.contains(name), "{name} is present (so not deleted) but unusable: must be skipped");
+        if pvb_file_only(key) {
+            let entry = catalog.backups.get(name).unwrap_or_else(|| panic!("{name} lost with its PVB file"));
+            assert!(entry.pod_volume_backups.is_empty(), "{name}: PVBs from an unusable file");
+            assert!(entry.pod_volume_backups_error.as_deref().is_some_and(|e| e.contains(fragment)), "{name}");
+            assert!(!catalog.skipped.contains(name), "{name}");
+        } else {
+            assert!(!catalog.backups.contains_key(name), "{name} is bad but was loaded");
+            assert!(catalog.skipped.contains(name), "{name} is present (so not deleted) but unusable: must be skipped");
+        }
     }
-    let bad: BTreeSet<String> = expected.iter().map(|(name, _, _)| name.clone()).collect();
+    let bad: BTreeSet<String> =
+        expected.iter().filter(|(_, key, _)| !pvb_file_only(key)).map(|(name, _, _)| name.clone()).collect();
     assert_eq!(catalog.skipped, bad);
-    assert_eq!(catalog.backups.len(), good.len());
+    assert_eq!(catalog.foreign_folders, BTreeSet::from(["pvb-only".to_string()]));
+    let pvb_file_bad = expected.iter().filter(|(_, key, _)| pvb_file_only(key)).count();
+    assert_eq!(catalog.backups.len(), good.len() + pvb_file_bad);
     for spec in &good {
         assert_loaded(&catalog, spec);
+    }
+
+    // The next refresh fetches nothing unchanged, and reports the same errors: each bad object once per
+    // refresh, the foreign directory never.
+    let again = loader.refresh(Some(&catalog)).await.expect("readable");
+    assert_eq!(again.errors, catalog.errors);
+    assert_eq!(again.foreign_folders, catalog.foreign_folders);
+    for (name, key, _) in expected.iter().filter(|(_, key, _)| pvb_file_only(key)) {
+        assert!(Arc::ptr_eq(&again.backups[name], &catalog.backups[name]), "{key} was fetched again");
     }
 }
 
@@ -581,7 +601,10 @@ async fn oversized_objects_are_not_downloaded_and_gzip_bombs_are_refused_by_key(
     assert!(too_big.contains("over the limit of 131072 (catalog.maxObjectBytes); not downloaded"), "{too_big}");
     let bombed = errors[pvb("bomb").as_str()];
     assert!(bombed.contains("catalog.maxDecompressionRatio"), "{bombed}");
-    assert_eq!(catalog.skipped, BTreeSet::from(["big".to_string(), "bomb".to_string()]));
+    // The bomb costs only its PVBs: the backup is there, without them.
+    assert_eq!(catalog.skipped, BTreeSet::from(["big".to_string()]));
+    let bombed_entry = &catalog.backups["bomb"];
+    assert!(bombed_entry.pod_volume_backups.is_empty() && bombed_entry.pod_volume_backups_error.is_some());
     for spec in &good {
         assert_loaded(&catalog, spec);
     }

@@ -135,10 +135,9 @@ impl Loader {
                         catalog.skipped.insert(name);
                     }
                 }
+                // Not a backup (Velero's `BackupExists` is false): counted, not an error on every refresh.
                 Step::MissingMetadata { name } => {
-                    let key = self.layout.key(&name, BackupFile::Metadata);
-                    catalog.error(key, "missing: a backup directory without velero-backup.json is not a backup (half-written or foreign)");
-                    catalog.skipped.insert(name);
+                    catalog.foreign_folders.insert(name);
                 }
                 Step::Fetch { listed, metadata, pod_volume_backups, previous } => {
                     fetches.push((listed, metadata, pod_volume_backups, previous));
@@ -157,27 +156,39 @@ impl Loader {
                     catalog.skipped.insert(name.clone());
                 }
             }
+            for name in previous.iter().flat_map(|p| p.foreign_folders.iter()) {
+                if !seen.contains(name) {
+                    catalog.foreign_folders.insert(name.clone());
+                }
+            }
         }
         let mut results = futures::stream::iter(fetches)
             .map(|(listed, metadata, pvbs, previous)| {
                 let this = self.clone();
-                tokio::spawn(async move {
+                let name = listed.name.clone();
+                let kept = previous.clone();
+                let task = tokio::spawn(async move {
                     let fetch = this.fetch(&listed, metadata, pvbs, previous.as_deref());
                     // A panic while decoding one backup must not lose it silently: it becomes a failed read,
                     // which keeps the previous entry.
-                    let fetched =
-                        AssertUnwindSafe(fetch).catch_unwind().await.unwrap_or_else(|_| Fetched::ReadFailed {
-                            key: this.layout.backup_dir(&listed.name),
-                            error: "internal error while reading this backup".into(),
-                        });
-                    (listed.name, previous, fetched)
-                })
+                    AssertUnwindSafe(fetch).catch_unwind().await.unwrap_or_else(|_| Fetched::ReadFailed {
+                        key: this.layout.backup_dir(&listed.name),
+                        error: "internal error while reading this backup".into(),
+                    })
+                });
+                let key = self.layout.backup_dir(&name);
+                async move {
+                    // A task that did not finish (runtime shutting down) is a failed read, never an absence.
+                    let fetched = task.await.unwrap_or_else(|e| Fetched::ReadFailed {
+                        key,
+                        error: format!("the fetch task did not finish: {e}"),
+                    });
+                    (name, kept, fetched)
+                }
             })
             .buffer_unordered(self.concurrency);
         // Results go into the catalog as they come: no second list of 100k results.
-        while let Some(joined) = results.next().await {
-            // Tasks are never aborted and panics are caught inside them.
-            let Ok((name, previous, fetched)) = joined else { continue };
+        while let Some((name, previous, fetched)) = results.next().await {
             match fetched {
                 Fetched::Ok(entry) => {
                     // Re-allocated here, away from the fetch tasks' short-lived buffers: the catalog outlives
@@ -200,6 +211,18 @@ impl Loader {
                     catalog.skipped.insert(name);
                 }
             }
+        }
+        // An unusable PVB file is reported on every refresh, like any bad object, also when its entry is reused.
+        let pvb_errors: Vec<(String, String)> = catalog
+            .backups
+            .values()
+            .filter_map(|b| {
+                let error = b.pod_volume_backups_error.clone()?;
+                Some((self.layout.key(&b.name, BackupFile::PodVolumeBackups), error))
+            })
+            .collect();
+        for (key, error) in pvb_errors {
+            catalog.error(key, error);
         }
         catalog.errors.sort();
         Ok(catalog)
@@ -228,18 +251,24 @@ impl Loader {
         };
         let pvb_key = self.layout.key(name, BackupFile::PodVolumeBackups);
         let listed_pvbs = listed.pod_volume_backups.is_some();
-        let (pod_volume_backups, pod_volume_backups_version) = match (pvbs, previous) {
-            (false, Some(prev)) if listed_pvbs => {
-                (prev.pod_volume_backups.clone(), prev.pod_volume_backups_version.clone())
-            }
-            (false, _) => (PodVolumeBackupFile::default(), None),
+        // A bad PVB file costs the PVBs only (Velero's sync also creates the Backup and skips them); its version
+        // is kept so that an unchanged bad file is not downloaded again.
+        let unusable =
+            |error: String, version: Option<ObjectVersion>| (PodVolumeBackupFile::default(), version, Some(error));
+        let (pod_volume_backups, pod_volume_backups_version, pod_volume_backups_error) = match (pvbs, previous) {
+            (false, Some(prev)) if listed_pvbs => (
+                prev.pod_volume_backups.clone(),
+                prev.pod_volume_backups_version.clone(),
+                prev.pod_volume_backups_error.clone(),
+            ),
+            (false, _) => (PodVolumeBackupFile::default(), None, None),
             (true, _) => match self.get(&pvb_key, listed.pod_volume_backups.as_ref()).await {
                 Ok(Got::Object(bytes, version)) => match PodVolumeBackupFile::from_gzip(&bytes, &self.limits.decode) {
-                    Ok(items) => (items, Some(version)),
-                    Err(e) => return Fetched::Bad { key: pvb_key, error: e.to_string() },
+                    Ok(items) => (items, Some(version), None),
+                    Err(e) => unusable(e.to_string(), Some(version)),
                 },
-                Ok(Got::TooLarge(error)) => return Fetched::Bad { key: pvb_key, error },
-                Err(object_store::Error::NotFound { .. }) => (PodVolumeBackupFile::default(), None),
+                Ok(Got::TooLarge(error)) => unusable(error, listed.pod_volume_backups.clone()),
+                Err(object_store::Error::NotFound { .. }) => (PodVolumeBackupFile::default(), None, None),
                 Err(e) => return Fetched::ReadFailed { key: pvb_key, error: e.to_string() },
             },
         };
@@ -250,6 +279,7 @@ impl Loader {
             pod_volume_backups,
             metadata_version,
             pod_volume_backups_version,
+            pod_volume_backups_error,
             has_resource_list,
         }))
     }

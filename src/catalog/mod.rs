@@ -62,6 +62,9 @@ pub struct CatalogBackup {
     pub metadata_version: ObjectVersion,
     /// `None` when the backup has no PVB file.
     pub pod_volume_backups_version: Option<ObjectVersion>,
+    /// Why the PVB file (which exists: its version is set) could not be used. Velero's sync then creates the
+    /// Backup without PVBs, and so does ferry: the backup is not lost with its PVB file.
+    pub pod_volume_backups_error: Option<String>,
     /// Whether `<name>-resource-list.json.gz` exists (it is read on demand).
     pub has_resource_list: bool,
 }
@@ -91,6 +94,10 @@ pub struct LocationCatalog {
     pub backups: BTreeMap<String, Arc<CatalogBackup>>,
     /// Backups present in the bucket but unusable this pass (see `errors`): present, so never "deleted".
     pub skipped: BTreeSet<String>,
+    /// Directories under `backups/` without `velero-backup.json` (half-written, or not Velero's). Velero's
+    /// `BackupExists` is false for them, so they are no backups and no error; kept apart from `skipped` only to
+    /// be counted in status. Present, so a backup whose metadata is deleted first is never read as deleted.
+    pub foreign_folders: BTreeSet<String>,
     pub errors: Vec<CatalogError>,
     pub listing: Listing,
 }
@@ -107,6 +114,7 @@ impl LocationCatalog {
             location,
             backups: BTreeMap::new(),
             skipped: BTreeSet::new(),
+            foreign_folders: BTreeSet::new(),
             errors: Vec::new(),
             listing: Listing::Complete,
         }

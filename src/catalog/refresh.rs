@@ -108,6 +108,7 @@ mod tests {
             pod_volume_backups: Default::default(),
             metadata_version: v(meta),
             pod_volume_backups_version: pvbs.map(v),
+            pod_volume_backups_error: None,
             has_resource_list: false,
         })
     }

@@ -88,6 +88,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
             location = %location.name,
             backups = catalog.backups.len(),
             errors = catalog.errors.len(),
+            foreign_folders = catalog.foreign_folders.len(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "location read"
         );

@@ -130,6 +130,8 @@ pub struct LocationView {
     pub message: String,
     pub last_refresh_unix: i64,
     pub backups: u64,
+    /// Directories without `velero-backup.json` (half-written, or not Velero's).
+    pub foreign_folders: u64,
     pub errors: Vec<LocationErrorView>,
 }
 
@@ -209,6 +211,7 @@ impl From<LocationStatus> for LocationView {
             message: l.message,
             last_refresh_unix: l.last_refresh_unix,
             backups: l.backups,
+            foreign_folders: l.foreign_folders,
             errors: l.errors.into_iter().map(|e| LocationErrorView { object: e.object, error: e.error }).collect(),
         }
     }
@@ -271,7 +274,8 @@ pub fn render(view: &StatusView) -> String {
     }
     out.push_str(&clusters.render(""));
     out.push('\n');
-    let mut locations = Table::new(&["LOCATION", "SOURCE", "HEALTHY", "BACKUPS", "BAD OBJECTS", "MESSAGE"]);
+    let mut locations =
+        Table::new(&["LOCATION", "SOURCE", "HEALTHY", "BACKUPS", "BAD OBJECTS", "NOT BACKUPS", "MESSAGE"]);
     for l in &view.locations {
         locations.row(vec![
             l.name.clone(),
@@ -279,6 +283,7 @@ pub fn render(view: &StatusView) -> String {
             if l.healthy { "yes".into() } else { "NO".into() },
             l.backups.to_string(),
             l.errors.len().to_string(),
+            l.foreign_folders.to_string(),
             l.message.clone(),
         ]);
     }

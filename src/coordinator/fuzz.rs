@@ -62,6 +62,7 @@ fn catalog() -> LocationCatalog {
             pod_volume_backups: PodVolumeBackupFile::from_objects(&pvbs),
             metadata_version: version.clone(),
             pod_volume_backups_version: Some(version),
+            pod_volume_backups_error: None,
             has_resource_list: false,
         };
         catalog.backups.insert(entry.name.clone(), Arc::new(entry));

@@ -397,6 +397,7 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
     a.listing == b.listing
         && a.errors == b.errors
         && a.skipped == b.skipped
+        && a.foreign_folders == b.foreign_folders
         && a.backups.len() == b.backups.len()
         && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }

@@ -99,6 +99,11 @@ pub fn render(status: &GetStatusResponse) -> String {
         locations.iter().map(|l| (location(&l.name), l.errors.len() as f64)).collect(),
     );
     family(
+        "ferry_location_foreign_folders",
+        "Directories under backups/ without velero-backup.json (half-written, or not Velero's): not backups.",
+        locations.iter().map(|l| (location(&l.name), l.foreign_folders as f64)).collect(),
+    );
+    family(
         "ferry_location_last_refresh_timestamp_seconds",
         "Unix time of the last successful refresh (0: never).",
         locations.iter().map(|l| (location(&l.name), l.last_refresh_unix as f64)).collect(),

@@ -204,6 +204,7 @@ async fn refresh_location(hub: Arc<Hub>, index: usize, loader: Loader, mut shutd
                 location = %name,
                 backups = catalog.backups.len(),
                 errors = catalog.errors.len(),
+                foreign_folders = catalog.foreign_folders.len(),
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "location refreshed"
             ),

@@ -90,6 +90,7 @@ pub fn location_status(location: &LocationState) -> LocationStatus {
         message,
         last_refresh_unix: location.last_refresh.map_or(0, unix),
         backups: catalog.map_or(0, |c| c.backups.len() as u64),
+        foreign_folders: catalog.map_or(0, |c| c.foreign_folders.len() as u64),
         errors: catalog
             .map(|c| {
                 c.errors
@@ -152,5 +153,27 @@ mod tests {
         assert_eq!(s.backups[0].items[1].reason, "waits for Backup velero/b1");
         let brief = cluster_status(&record, &Settings::default(), SystemTime::UNIX_EPOCH, false);
         assert!(brief.backups.is_empty());
+    }
+
+    #[test]
+    fn a_location_counts_its_foreign_folders_apart_from_its_bad_objects() {
+        let location = crate::catalog::Location {
+            name: "shared".into(),
+            kind: crate::catalog::StoreKind::Local,
+            bucket: String::new(),
+            prefix: "velero".into(),
+            source_cluster: "a".into(),
+        };
+        let mut catalog = crate::catalog::LocationCatalog::empty(location);
+        catalog.foreign_folders.insert("half-written".into());
+        let state = LocationState {
+            name: "shared".into(),
+            source_cluster: "a".into(),
+            catalog: Some(Arc::new(catalog)),
+            error: None,
+            last_refresh: Some(SystemTime::UNIX_EPOCH),
+        };
+        let status = location_status(&state);
+        assert_eq!((status.foreign_folders, status.errors.len(), status.healthy), (1, 0, true));
     }
 }

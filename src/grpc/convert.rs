@@ -109,7 +109,9 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
     };
     let (waits_for, waits_for_condition) = match &item.waits_for {
         Some(Prerequisite::Namespace { name }) => (vec![object_ref("Namespace", "", name)], String::new()),
-        Some(p @ Prerequisite::TerminalPhase) => (Vec::new(), p.to_string()),
+        Some(p @ (Prerequisite::TerminalPhase | Prerequisite::ReadablePodVolumeBackups { .. })) => {
+            (Vec::new(), p.to_string())
+        }
         Some(p) => {
             let (namespace, name) = p.backup().unwrap_or_default();
             (vec![object_ref(Backup::KIND, namespace, name)], String::new())

@@ -16,8 +16,8 @@ use std::time::SystemTime;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::catalog::{CatalogBackup, CatalogError, Location, LocationCatalog};
-use crate::model::{BackupStorageLocation, Inventory, Object};
+use crate::catalog::{self, CatalogBackup, CatalogError, Location, LocationCatalog};
+use crate::model::{Backup, BackupStorageLocation, Inventory, Kind, Object};
 use crate::resolve::{NamespaceMappings, Owner, owner_of};
 
 pub use prerequisite::Prerequisite;
@@ -256,8 +256,8 @@ pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &Namesp
         Ok(gate) => gate,
         Err(item) => return vec![item.into_item(target, backup.name())],
     };
-    match owner_of(backup) {
-        Err(refusal) => vec![PlanItem::about_backup(Action::Refuse, target, backup.name(), refusal.0, None)],
+    let mut items = match owner_of(backup) {
+        Err(refusal) => return vec![PlanItem::about_backup(Action::Refuse, target, backup.name(), refusal.0, None)],
         Ok(Owner::Admin) => {
             let (mut items, state) = velero_backup::plan(target, entry, None, gate);
             items.extend(pod_volume_backups::plan(target, entry, &state));
@@ -269,6 +269,29 @@ pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &Namesp
         Ok(Owner::Tenant(tenant)) => {
             non_admin_backup::plan_tenant_backup_without_oadp(target, entry, &tenant, mappings, gate)
         }
+    };
+    if let Some(error) = &entry.pod_volume_backups_error {
+        note_unusable_pod_volume_backups(&mut items, target, entry, error);
+    }
+    items
+}
+
+/// A backup whose PVB file is unusable is still materialized (Velero's sync does the same): its Backup item
+/// says that its volume data cannot be restored until the file is readable.
+fn note_unusable_pod_volume_backups(items: &mut [PlanItem], target: &Target<'_>, entry: &CatalogBackup, error: &str) {
+    let key = catalog::Layout::new(&target.location.prefix).key(&entry.name, catalog::BackupFile::PodVolumeBackups);
+    let note = format!(
+        "its PVB file {key} is unusable ({error}): no PodVolumeBackups are materialized, so a restore brings its \
+         file-system volumes back empty until the file is readable"
+    );
+    let backup_item = items
+        .iter_mut()
+        .find(|i| i.kind == Backup::KIND && i.name == entry.name && matches!(i.action, Action::Create | Action::Wait));
+    if let Some(item) = backup_item {
+        item.reason = Some(match item.reason.take() {
+            Some(reason) => format!("{reason}; {note}"),
+            None => note,
+        });
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::catalog::CatalogBackup;
+use crate::catalog::{BackupFile, CatalogBackup, Layout};
 use crate::model::{Kind, NonAdminBackup, Object, labels};
 use crate::resolve::{NamespaceMappings, Tenant};
 
@@ -104,6 +104,20 @@ pub fn plan_tenant_backup(
         return items;
     }
 
+    // Decision (issue 14.7): a NAB whose PVBs are unreadable is held, not created. A NonAdminRestore from it
+    // would bring the tenant's volumes back empty without a word; an admin sees why in status. The Backup CR
+    // waits with it (NAC deletes a NAC Backup without its NAB), and both follow once the file is readable.
+    if !done && let Some(error) = &entry.pod_volume_backups_error {
+        let key = Layout::new(&target.location.prefix).key(&entry.name, BackupFile::PodVolumeBackups);
+        let reason = format!(
+            "held: the backup's PVB file {key} is unusable ({error}); a NonAdminRestore would restore its volumes \
+             empty, so the NonAdminBackup (and its Backup CR) wait until the file is readable"
+        );
+        let mut items = foreign_claims;
+        items.push(nab_item(Action::Wait, Some(reason), Some(Prerequisite::ReadablePodVolumeBackups { key }), None));
+        return items;
+    }
+
     let placement = Placement { tenant, target_namespace: &target_ns };
     let (mut items, state) = velero_backup::plan(target, entry, Some(&placement), gate);
     items.extend(foreign_claims);
@@ -175,7 +189,7 @@ fn mapped_namespace(
 pub fn admin_only_note(entry: &CatalogBackup, tenant: &Tenant, target_ns: &str, cluster: &str) -> String {
     let mapping = if target_ns == tenant.origin_namespace { String::new() } else { format!(" into {target_ns}") };
     format!(
-        "tenant backup {}/{}: cluster {cluster} serves no NonAdminBackups (OADP is not installed), so it is there for          admins only; restore it{mapping} with `ferry restore {} --cluster {cluster}`",
+        "tenant backup {}/{}: cluster {cluster} serves no NonAdminBackups (OADP is not installed), so it is there for admins only; restore it{mapping} with `ferry restore {} --cluster {cluster}`",
         tenant.origin_namespace, tenant.origin_name, entry.name
     )
 }

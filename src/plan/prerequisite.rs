@@ -18,6 +18,9 @@ pub enum Prerequisite {
     VeleroSync { namespace: String, name: String },
     /// The backup itself must reach a terminal phase in the bucket: nothing on the cluster to wait for.
     TerminalPhase,
+    /// The backup's PVB file (this key) must become readable: a tenant's NAB is held while its volume data
+    /// could not be restored (the bucket, not the cluster, must change).
+    ReadablePodVolumeBackups { key: String },
 }
 
 impl Prerequisite {
@@ -27,7 +30,9 @@ impl Prerequisite {
             Prerequisite::Backup { namespace, name }
             | Prerequisite::BackupUid { namespace, name }
             | Prerequisite::VeleroSync { namespace, name } => Some((namespace, name)),
-            Prerequisite::Namespace { .. } | Prerequisite::TerminalPhase => None,
+            Prerequisite::Namespace { .. }
+            | Prerequisite::TerminalPhase
+            | Prerequisite::ReadablePodVolumeBackups { .. } => None,
         }
     }
 }
@@ -45,6 +50,7 @@ impl fmt::Display for Prerequisite {
             Prerequisite::TerminalPhase => {
                 f.write_str("the backup to reach a terminal phase (Completed, PartiallyFailed or Failed)")
             }
+            Prerequisite::ReadablePodVolumeBackups { key } => write!(f, "a readable PVB file {key}"),
         }
     }
 }

@@ -141,7 +141,14 @@ proptest! {
         let last = plan_cluster(&catalogs, &target, &mappings, &options);
         for item in last.items.iter().filter(|i| i.action == Action::Wait) {
             let external =
-                matches!(item.waits_for, Some(Prerequisite::Namespace { .. } | Prerequisite::TerminalPhase));
+                matches!(
+                    item.waits_for,
+                    Some(
+                        Prerequisite::Namespace { .. }
+                            | Prerequisite::TerminalPhase
+                            | Prerequisite::ReadablePodVolumeBackups { .. }
+                    )
+                );
             prop_assert!(external, "{:?}", item);
         }
     }

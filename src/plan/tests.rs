@@ -77,6 +77,7 @@ pub(super) fn entry_with_pvbs(backup: Value, pvbs: Vec<Value>) -> Arc<CatalogBac
         backup,
         metadata_version: version.clone(),
         pod_volume_backups_version: Some(version),
+        pod_volume_backups_error: None,
         has_resource_list: false,
     })
 }
@@ -693,4 +694,47 @@ fn plans_are_deterministic() {
     let one = serde_json::to_string(&plan(&c, std::slice::from_ref(&t), &identity(), &options)).unwrap();
     let two = serde_json::to_string(&plan(&c, &[t], &identity(), &options)).unwrap();
     assert_eq!(one, two);
+}
+
+// === Issue 14.7: an unusable PVB file costs the PVBs only ===
+
+fn with_unusable_pvb_file(entry: Arc<CatalogBackup>) -> Arc<CatalogBackup> {
+    let mut entry = CatalogBackup::clone(&entry);
+    entry.pod_volume_backups = PodVolumeBackupFile::default();
+    entry.pod_volume_backups_error = Some("not gzip: invalid gzip header".into());
+    Arc::new(entry)
+}
+
+#[test]
+fn an_unusable_pvb_file_keeps_the_admin_backup_and_says_its_volumes_are_missing() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    let items = run(vec![with_unusable_pvb_file(entry(admin_backup("daily-1", "Completed"), 2))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", "daily-1")]);
+    let reason = items[0].reason.as_deref().unwrap();
+    assert!(reason.contains("velero/backups/daily-1/daily-1-podvolumebackups.json.gz"), "{reason}");
+    assert!(reason.contains("invalid gzip header") && reason.contains("volumes back empty"), "{reason}");
+}
+
+#[test]
+fn an_unusable_pvb_file_holds_a_tenants_nab_and_with_it_the_backup_cr() {
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
+    let items = run(vec![with_unusable_pvb_file(entry(nac_backup("Completed"), 1))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Wait, "NonAdminBackup", "team-a", "nightly")]);
+    let waits = items[0].waits_for.as_ref().unwrap().to_string();
+    assert!(waits.contains(&format!("velero/backups/{NACUUID}/{NACUUID}-podvolumebackups.json.gz")), "{waits}");
+    assert!(items[0].reason.as_deref().unwrap().contains("NonAdminRestore would restore its volumes empty"));
+
+    // Without OADP the Backup CR is for admins, as for an admin backup: created, with the note.
+    let t = plain_velero(vec![bsl("b-bsl", "velero")]);
+    let items = run(vec![with_unusable_pvb_file(entry(nac_backup("Completed"), 1))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", NACUUID)]);
+    let reason = items[0].reason.as_deref().unwrap();
+    assert!(reason.contains("serves no NonAdminBackups") && reason.contains("is unusable"), "{reason}");
+
+    // A NAB that exists already stays done: nothing is held that the tenant has.
+    let nab = json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": "team-a",
+        "labels": {labels::NAB_SYNCED_FROM_NACUUID: NACUUID}}, "spec": {"backupSpec": {}}});
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), nab]);
+    let items = run(vec![with_unusable_pvb_file(entry(nac_backup("Completed"), 1))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", NACUUID)]);
 }
