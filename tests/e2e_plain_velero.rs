@@ -127,6 +127,25 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     );
     assert_eq!(tenant_cr["metadata"]["labels"][labels::FERRY_MANAGED_BY], labels::FERRY_MANAGED_BY_VALUE);
     assert!(nabs(&b, None).list(&ListParams::default()).await.is_err(), "b serves no NonAdminBackups");
+    // `ferry restore` into team-x-dr, which does not exist yet: refused unless Velero may create it.
+    let restore = |extra: &[&str]| {
+        std::process::Command::new(FERRY)
+            .args(["restore", &mapped, "--cluster", "b", "--name", "into-missing", "--config"])
+            .arg(ferry.config_path())
+            .args(extra)
+            .output()
+            .expect("ferry restore")
+    };
+    let refused = restore(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a restore into a namespace that does not exist is refused");
+    assert!(stderr.contains("namespace team-x-dr does not exist") && stderr.contains("--create-namespace"), "{stderr}");
+    let restores = api(&b, "velero.io", "v1", "Restore", Some(VELERO_NS));
+    assert!(restores.get_opt("into-missing").await.expect("get").is_none(), "no Restore created");
+    let allowed = restore(&["--create-namespace"]);
+    assert!(allowed.status.success(), "{}", String::from_utf8_lossy(&allowed.stderr));
+    let made = restores.get("into-missing").await.expect("the Restore exists with --create-namespace");
+    assert_eq!(to_value(&made)["spec"]["namespaceMapping"], json!({"team-x": "team-x-dr"}));
     let apis = eventually("status shows b's APIs", WAIT, || async {
         let apis = status_of_b(&ferry)["apis"].clone();
         (apis["veleroVersion"] == "v1.18.3").then_some(apis)

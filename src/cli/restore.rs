@@ -31,6 +31,11 @@ pub struct RestoreArgs {
     /// Wait until the Restore reaches a terminal phase, printing its progress.
     #[arg(long)]
     pub wait: bool,
+    /// Let Velero create the target namespace if it does not exist. Without it, a missing namespace is refused:
+    /// ferry never creates tenant namespaces, and one Velero would create gets none of the target's own
+    /// quotas, network policies or RBAC.
+    #[arg(long)]
+    pub create_namespace: bool,
     /// With --wait: give up after this long.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -66,6 +71,15 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
         }
         RestorePlan::Create { restore, from, to } => (restore, from, to),
     };
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let exists = namespaces.get_opt(&to).await.with_context(|| format!("reading namespace {to} on {}", args.cluster))?;
+    if exists.is_none() && !args.create_namespace {
+        bail!(
+            "namespace {to} does not exist on {}: create it (with the tenant's quotas, policies and RBAC) first, or \
+             pass --create-namespace to let Velero's restore create it; no Restore created",
+            args.cluster
+        );
+    }
     let restores: Api<DynamicObject> =
         Api::namespaced_with(client, &cluster.velero_namespace, &api_resource("velero.io", "v1", "Restore"));
     let object: DynamicObject = serde_json::from_value(restore)?;
