@@ -71,7 +71,7 @@ async fn two_clusters_end_to_end() {
     }
     // team-a exists on B before ferry starts (scenario 3, "before"); team-x exists too, to prove that a mapped
     // NAB does not land there.
-    for ns in ["team-a", "team-x", "team-c"] {
+    for ns in ["team-a", "team-x", "team-c", "team-y-dr"] {
         create_namespace(&b, ns).await;
     }
 
@@ -105,6 +105,19 @@ async fn two_clusters_end_to_end() {
     velero_synced["spec"]["storageLocation"] = json!("dr-bsl");
     let velero_made = to_value(&create(&backups(&b), velero_synced).await);
 
+    // A mapped tenant backup (team-y → team-y-dr) that B's own Velero sync copied first, as it copies every
+    // backup: with the bucket's unmapped origin namespace team-y, which NAC refuses for a NAB in team-y-dr.
+    let (raced, raced_backup, _) = nac_backup("team-y", "nightly", "7d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6");
+    put_backup(&bed, &raced, &raced_backup, &[]).await;
+    let mut velero_raced = raced_backup.clone();
+    for field in ["uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"] {
+        velero_raced["metadata"].as_object_mut().expect("metadata").remove(field);
+    }
+    velero_raced["metadata"]["namespace"] = json!(VELERO_NS);
+    velero_raced["metadata"]["labels"][labels::VELERO_STORAGE_LOCATION] = json!("dr-bsl");
+    velero_raced["spec"]["storageLocation"] = json!("dr-bsl");
+    create(&backups(&b), velero_raced).await;
+
     // The unrelated user NAB that holds the name ferry would use in team-c.
     let user_nab = to_value(
         &create(
@@ -116,7 +129,8 @@ async fn two_clusters_end_to_end() {
         .await,
     );
 
-    let mut ferry = Ferry::start(&bed, "  - from: a\n    to: b\n    namespaces: {team-x: team-x-dr}\n");
+    let mut ferry =
+        Ferry::start(&bed, "  - from: a\n    to: b\n    namespaces: {team-x: team-x-dr, team-y: team-y-dr}\n");
     ferry.start_agent(&bed, "a");
     ferry.start_agent(&bed, "b");
 
@@ -290,6 +304,40 @@ async fn two_clusters_end_to_end() {
     .await;
     assert!(!conflict_items.is_empty());
     assert!(get(&backups(&b), &absent).await.is_none(), "target namespace absent: no Backup CR either");
+
+    // Velero's unmapped sync of a mapped backup is named as such, with the fix, in status and in an Event.
+    let raced_items = eventually("Velero's unmapped sync reported", WAIT, || async {
+        let items = status_items(&ferry, &raced);
+        items
+            .iter()
+            .any(|i| i["action"] == "conflict" && i["reason"].as_str().unwrap_or_default().contains("Velero's own"))
+            .then_some(items)
+    })
+    .await;
+    let reason = raced_items.iter().find(|i| i["action"] == "conflict").map(|i| i["reason"].to_string());
+    assert!(reason.as_deref().unwrap_or_default().contains("--backup-sync-period=0"), "{raced_items:?}");
+    let raced_events = api(&b, "events.k8s.io", "v1", "Event", Some("team-y-dr"));
+    eventually("a FerryConflict Event in team-y-dr", WAIT, || async {
+        let events = raced_events.list(&ListParams::default()).await.ok()?;
+        events
+            .items
+            .iter()
+            .any(|e| e.data["reason"] == "FerryConflict" && e.data["note"].to_string().contains("Velero's own"))
+            .then_some(())
+    })
+    .await;
+    assert!(nabs_synced_from(&b, &raced).await.is_empty(), "no NAB that NAC would refuse");
+    // The admin follows the advice: deletes the unmapped CR; ferry re-creates it mapped, and the NAB follows.
+    backups(&b).delete(&raced, &Default::default()).await.expect("delete Velero's unmapped Backup");
+    let remapped = eventually("the raced backup re-created mapped", WAIT, || async {
+        get(&backups(&b), &raced).await.filter(|b| annotation(b, labels::NAB_ORIGIN_NAMESPACE) == Some("team-y-dr"))
+    })
+    .await;
+    assert_eq!(label(&remapped, labels::FERRY_MANAGED_BY), Some("ferry"));
+    eventually("the raced backup's NAB in team-y-dr", WAIT, || async {
+        get(&nabs(&b, Some("team-y-dr")), "nightly").await
+    })
+    .await;
 
     // --- 6. kill -9 the coordinator and B's agent mid-apply; restart; converge without duplicates -----------
     let (late, late_backup, late_pvbs) = nac_backup("team-a", "hourly", "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d");

@@ -72,7 +72,8 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
         RestorePlan::Create { restore, from, to } => (restore, from, to),
     };
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let exists = namespaces.get_opt(&to).await.with_context(|| format!("reading namespace {to} on {}", args.cluster))?;
+    let exists =
+        namespaces.get_opt(&to).await.with_context(|| format!("reading namespace {to} on {}", args.cluster))?;
     if exists.is_none() && !args.create_namespace {
         bail!(
             "namespace {to} does not exist on {}: create it (with the tenant's quotas, policies and RBAC) first, or \

@@ -71,10 +71,26 @@ pub fn plan_tenant_backup(
     // Only a NAB in the backup's own (mapped) namespace counts as done: one in any other namespace would let a
     // tenant block another tenant's backup by labelling a NAB of their own. Such a claim is reported instead.
     let done = nabs.iter().filter(refers).any(|n| n.namespace() == target_ns);
-    let foreign_claims: Vec<PlanItem> = nabs
+    // Ferry's own NABs of this backup that no longer match (DESIGN §3 rule 4: create-only, report drift). They
+    // are never re-applied: each is reported once, in place of any other item about it.
+    let made_by_ferry = |n: &Object<NonAdminBackup>| {
+        let meta = n.meta();
+        meta.label(labels::FERRY_MANAGED_BY) == Some(labels::FERRY_MANAGED_BY_VALUE)
+            && meta.annotation(labels::FERRY_BACKUP_NAME) == Some(entry.name.as_str())
+            && meta.annotation(labels::FERRY_SOURCE_LOCATION) == Some(target.location.name.as_str())
+    };
+    let drifted: Vec<&Object<NonAdminBackup>> = nabs
+        .iter()
+        .filter(|n| made_by_ferry(n))
+        .filter(|n| {
+            n.namespace() != target_ns || n.meta().label(labels::NAB_SYNCED_FROM_NACUUID) != Some(&tenant.nacuuid)
+        })
+        .collect();
+    let is_drifted = |n: &Object<NonAdminBackup>| drifted.iter().any(|d| std::ptr::eq(*d, n));
+    let mut foreign_claims: Vec<PlanItem> = nabs
         .iter()
         .filter(refers)
-        .filter(|n| n.namespace() != target_ns)
+        .filter(|n| n.namespace() != target_ns && !is_drifted(n))
         .map(|n| PlanItem {
             action: Action::Conflict,
             kind: NonAdminBackup::KIND.into(),
@@ -92,15 +108,18 @@ pub fn plan_tenant_backup(
             object: None,
         })
         .collect();
+    foreign_claims.extend(drifted.iter().map(|n| drift_item(n, entry, tenant, &target_ns)));
     if !done && let Some(other) = nabs.iter().find(|n| n.namespace() == target_ns && n.name() == tenant.origin_name) {
-        let refers_to = other.view.nacuuid().unwrap_or("no backup");
-        let reason = format!(
-            "NonAdminBackup {target_ns}/{} exists and refers to {refers_to}, not {}; left untouched",
-            other.name(),
-            tenant.nacuuid
-        );
         let mut items = foreign_claims;
-        items.push(nab_item(Action::Conflict, Some(reason), None, None));
+        if !is_drifted(other) {
+            let refers_to = other.view.nacuuid().unwrap_or("no backup");
+            let reason = format!(
+                "NonAdminBackup {target_ns}/{} exists and refers to {refers_to}, not {}; left untouched",
+                other.name(),
+                tenant.nacuuid
+            );
+            items.push(nab_item(Action::Conflict, Some(reason), None, None));
+        }
         return items;
     }
 
@@ -171,6 +190,36 @@ pub fn plan_tenant_backup_without_oadp(
     items
 }
 
+/// A NAB that ferry made for this backup and that no longer matches it: reported as drift, never re-applied.
+fn drift_item(nab: &Object<NonAdminBackup>, entry: &CatalogBackup, tenant: &Tenant, target_ns: &str) -> PlanItem {
+    let at = format!("{}/{}", nab.namespace(), nab.name());
+    let what = if nab.namespace() != target_ns {
+        format!(
+            "it is in namespace {:?}, but backup {} now maps to {target_ns:?} (the namespace mapping changed)",
+            nab.namespace(),
+            entry.name
+        )
+    } else {
+        let now =
+            nab.meta().label(labels::NAB_SYNCED_FROM_NACUUID).map_or("no such label".to_string(), |v| format!("{v:?}"));
+        format!("its label {}={} was changed (now {now})", labels::NAB_SYNCED_FROM_NACUUID, tenant.nacuuid)
+    };
+    PlanItem {
+        action: Action::Conflict,
+        kind: NonAdminBackup::KIND.into(),
+        namespace: nab.namespace().to_string(),
+        name: nab.name().to_string(),
+        backup: entry.name.clone(),
+        reason: Some(format!(
+            "drift: ferry's NonAdminBackup {at} no longer matches its backup: {what}; ferry creates NonAdminBackups \
+             once and never re-applies them: undo the change, or delete the NonAdminBackup (a plain delete; never set \
+             spec.deleteBackup, which deletes the backup's data) to have it made anew"
+        )),
+        waits_for: None,
+        object: None,
+    }
+}
+
 /// The tenant namespace on the target, mapped from the origin namespace; or the refusal of the whole backup
 /// (a mapping that resolves into a protected or invalid namespace).
 fn mapped_namespace(
@@ -200,13 +249,30 @@ fn origin_mismatch(target: &Target<'_>, entry: &CatalogBackup, target_ns: &str) 
     let ns = &target.cluster.velero_namespace;
     let existing = target.cluster.inventory.backups.iter().find(|b| b.name() == entry.name && b.namespace() == ns)?;
     let origin = existing.meta().annotation(labels::NAB_ORIGIN_NAMESPACE).unwrap_or("");
-    (origin != target_ns).then(|| {
-        format!(
-            "Backup {ns}/{} exists with origin namespace {origin:?}, so NAC would refuse a NonAdminBackup in {target_ns:?}; \
-             it is not ferry's to change",
-            entry.name
-        )
-    })
+    if origin == target_ns {
+        return None;
+    }
+    let bucket_origin = entry.backup.meta().annotation(labels::NAB_ORIGIN_NAMESPACE).unwrap_or("");
+    let ours = existing.meta().label(labels::FERRY_MANAGED_BY) == Some(labels::FERRY_MANAGED_BY_VALUE);
+    // Velero's own sync copies velero-backup.json as it is: the bucket's (unmapped) origin namespace, no label
+    // of ours. That is the target's Velero syncing a BSL that ferry maps, which no apply of ferry's can repair.
+    if !ours && origin == bucket_origin {
+        let bsl = target.bsl.name();
+        return Some(format!(
+            "Velero's own backup sync on {cluster} created Backup {ns}/{name} from BSL {bsl:?} with the unmapped \
+             origin namespace {origin:?}, so NAC refuses a NonAdminBackup in {target_ns:?}: when namespaces are \
+             mapped, Velero's sync must be off for that BSL (velero server --backup-sync-period=0, or give ferry a \
+             BSL of its own); then delete Backup {ns}/{name} (not with `velero backup delete`, which would delete \
+             the backup's data) and ferry re-creates it mapped",
+            cluster = target.cluster.name,
+            name = entry.name,
+        ));
+    }
+    Some(format!(
+        "Backup {ns}/{} exists with origin namespace {origin:?}, so NAC would refuse a NonAdminBackup in {target_ns:?}; \
+         it is not ferry's to change",
+        entry.name
+    ))
 }
 
 /// NAC's NonAdminRestore forbids namespaceMapping and restores only into its own namespace (rule 4).

@@ -449,7 +449,19 @@ fn rule4_a_velero_synced_backup_with_the_source_origin_blocks_a_mapped_nab() {
     let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a-dr"), backup_cr("b-uid", nac_backup("Completed"))]);
     let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &mapped());
     assert_eq!(summary(&items), [(Action::Conflict, "NonAdminBackup", "team-a-dr", "nightly")]);
-    assert!(items[0].reason.as_ref().unwrap().contains("origin namespace \"team-a\""));
+    let reason = items[0].reason.as_deref().unwrap();
+    assert!(reason.contains("origin namespace \"team-a\""), "{reason}");
+    // Issue 14.2: named for what it is, with the fix.
+    assert!(reason.contains("Velero's own backup sync on cluster-b") && reason.contains("BSL \"b-bsl\""), "{reason}");
+    assert!(reason.contains("--backup-sync-period=0"), "{reason}");
+
+    // A Backup of another origin that is neither the bucket's nor Velero's sync is only "not ferry's to change".
+    let mut other = backup_cr("b-uid", nac_backup("Completed"));
+    other["metadata"]["annotations"][labels::NAB_ORIGIN_NAMESPACE] = "team-z".into();
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a-dr"), other]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &mapped());
+    let reason = items[0].reason.as_deref().unwrap();
+    assert!(reason.contains("not ferry's to change") && !reason.contains("Velero's own backup sync"), "{reason}");
 }
 
 #[test]
@@ -737,4 +749,54 @@ fn an_unusable_pvb_file_holds_a_tenants_nab_and_with_it_the_backup_cr() {
     let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), nab]);
     let items = run(vec![with_unusable_pvb_file(entry(nac_backup("Completed"), 1))], &t, &identity());
     assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", NACUUID)]);
+}
+
+// === Issue 14.3: drift of ferry's own NABs is reported, never re-applied ===
+
+fn ferry_nab(namespace: &str, sync_label: Option<&str>) -> Value {
+    let mut labels_map = json!({labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE});
+    if let Some(v) = sync_label {
+        labels_map[labels::NAB_SYNCED_FROM_NACUUID] = v.into();
+    }
+    json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": namespace, "labels": labels_map,
+        "annotations": {labels::FERRY_BACKUP_NAME: NACUUID, labels::FERRY_SOURCE_LOCATION: "shared"}},
+        "spec": {"backupSpec": {}}})
+}
+
+#[test]
+fn drift_of_a_ferry_nab_is_reported_with_its_reason_and_nothing_is_re_applied() {
+    let synced = backup_cr("b-uid", nac_backup("Completed"));
+    // Its sync label removed, or changed: one drift item, no create, no second conflict about the same NAB.
+    for label in [None, Some("team-a-nightly-00000000-0000-4000-8000-000000000000")] {
+        let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), synced.clone(), ferry_nab("team-a", label)]);
+        let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &identity());
+        assert_eq!(summary(&items), [(Action::Conflict, "NonAdminBackup", "team-a", "nightly")], "{label:?}");
+        let reason = items[0].reason.as_deref().unwrap();
+        assert!(reason.starts_with("drift: ferry's NonAdminBackup team-a/nightly"), "{reason}");
+        assert!(reason.contains("openshift.io/oadp-nab-synced-from-nacuuid") && reason.contains("never re-applies"));
+    }
+    // NAC still refers to it by status: it stays done (no second NAB), and the drift is reported.
+    let mut by_status = ferry_nab("team-a", None);
+    by_status["status"] = json!({"veleroBackup": {"nacuuid": NACUUID}});
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), synced.clone(), by_status]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Conflict, "NonAdminBackup", "team-a", "nightly")]);
+    assert!(items[0].reason.as_deref().unwrap().starts_with("drift:"));
+
+    // The mapping changed (team-a → team-a-dr) after ferry made the NAB in team-a: the old one is drift, not a
+    // tenant's foreign claim; the new namespace gets nothing NAC would refuse (the CR's origin is team-a).
+    let t = cluster(vec![
+        bsl("b-bsl", "velero"),
+        ns("team-a"),
+        ns("team-a-dr"),
+        synced,
+        ferry_nab("team-a", Some(NACUUID)),
+    ]);
+    let items = run(vec![entry(nac_backup("Completed"), 0)], &t, &mapped());
+    let drift: Vec<_> = items.iter().filter(|i| i.reason.as_deref().is_some_and(|r| r.starts_with("drift:"))).collect();
+    assert_eq!(drift.len(), 1, "{items:#?}");
+    assert_eq!((drift[0].namespace.as_str(), drift[0].action), ("team-a", Action::Conflict));
+    assert!(drift[0].reason.as_deref().unwrap().contains("now maps to \"team-a-dr\""));
+    assert!(items.iter().all(|i| i.action != Action::Create), "{items:#?}");
+    assert!(!items.iter().any(|i| i.reason.as_deref().is_some_and(|r| r.contains("claims backup"))), "{items:#?}");
 }
