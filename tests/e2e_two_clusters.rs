@@ -350,7 +350,7 @@ async fn two_clusters_end_to_end() {
     ferry.start_agent(&bed, "b");
     eventually("late NAB after restart", WAIT, || async { get(&nabs(&b, Some("team-a")), "hourly").await }).await;
     eventually("late PVBs after restart", WAIT, || async { (pvbs_of(&b, &late).await.len() == 2).then_some(()) }).await;
-    for nacuuid in [&dr, &mapped, &late] {
+    for nacuuid in [&dr, &mapped, &late, &raced] {
         assert_eq!(nabs_synced_from(&b, nacuuid).await.len(), 1, "exactly one NAB for {nacuuid}");
     }
     let ours = backups(&b)
@@ -359,7 +359,8 @@ async fn two_clusters_end_to_end() {
         .expect("list");
     let mut names: Vec<String> = ours.items.iter().filter_map(|o| o.metadata.name.clone()).collect();
     names.sort();
-    let mut expected = vec![dr.clone(), mapped.clone(), late.clone()];
+    // The raced backup's CR is ferry's since its admin deleted Velero's unmapped copy.
+    let mut expected = vec![dr.clone(), mapped.clone(), late.clone(), raced.clone()];
     expected.sort();
     assert_eq!(names, expected, "ferry's Backups on B, once each{}", logs_hint(&ferry));
 
