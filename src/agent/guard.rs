@@ -38,6 +38,12 @@ impl Guard {
         self.check_ref(r).or_else(|| self.check_waits(item)).or_else(|| body.and_then(|b| self.check_body(r, b)))
     }
 
+    /// Why the agent refuses to touch `r` at all (kind, name, namespace), or `None`: what a RETIRE item is
+    /// checked against before anything is read.
+    pub fn kind_refusal(&self, r: &ObjectRef) -> Option<String> {
+        self.check_ref(r)
+    }
+
     fn check_ref(&self, r: &ObjectRef) -> Option<String> {
         let known = matches!(r.kind.as_str(), Backup::KIND | PodVolumeBackup::KIND | NonAdminBackup::KIND);
         let api = api_of(&r.kind);

@@ -83,6 +83,10 @@ impl ClusterApi for Cached<'_> {
         self.api.apply(r, object).await
     }
 
+    async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError> {
+        self.api.delete(r, uid, resource_version).await
+    }
+
     async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool) {
         self.api.event(about, uid, reason, note, warning).await
     }

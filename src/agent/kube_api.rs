@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::ObjectReference as KubeObjectRef;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::GroupVersionKind;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
@@ -51,6 +51,9 @@ impl KubeApi {
 fn api_error(e: kube::Error) -> ApiError {
     match &e {
         kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists" => ApiError::AlreadyExists,
+        kube::Error::Api(status) if status.code == 404 => ApiError::NotFound,
+        // A failed UID/resourceVersion precondition is a 409 Conflict.
+        kube::Error::Api(status) if status.code == 409 => ApiError::PreconditionFailed(status.message.clone()),
         kube::Error::Api(status) => ApiError::Other(format!("{} ({}): {}", status.reason, status.code, status.message)),
         _ => ApiError::Other(e.to_string()),
     }
@@ -79,6 +82,15 @@ impl ClusterApi for KubeApi {
     async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
         let params = PatchParams::apply(FIELD_MANAGER);
         to_value(self.api(r).patch(&r.name, &params, &Patch::Apply(object)).await.map_err(api_error)?)
+    }
+
+    async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError> {
+        let preconditions =
+            Preconditions { uid: Some(uid.to_string()), resource_version: Some(resource_version.to_string()) };
+        // Background: the API server's garbage collector removes what the object owns (a Backup's PVBs).
+        let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() };
+        self.api(r).delete(&r.name, &params).await.map_err(api_error)?;
+        Ok(())
     }
 
     async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool) {

@@ -14,6 +14,7 @@ pub mod index;
 pub mod kube_api;
 pub mod order;
 pub mod reconcile;
+pub mod retire;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};

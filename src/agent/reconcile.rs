@@ -19,6 +19,11 @@ use crate::model::labels;
 pub enum ApiError {
     #[error("already exists")]
     AlreadyExists,
+    #[error("not found")]
+    NotFound,
+    /// A delete's UID or resourceVersion precondition did not hold.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
     #[error("{0}")]
     Other(String),
 }
@@ -36,6 +41,8 @@ pub trait ClusterApi: Send + Sync {
     async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
     /// Server-side apply with field manager `ferry`, for objects ferry created.
     async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
+    /// Deletes an object if its UID and resourceVersion are still these (preconditions).
+    async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError>;
     /// Records a Kubernetes Event about an object (best effort).
     async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool);
 }
@@ -83,7 +90,15 @@ pub async fn reconcile(api: &dyn ClusterApi, guard: &Guard, set: &DesiredSet, me
                     api.event(&r, None, reason, &note, true).await;
                 }
             }
-            DesiredAction::Unspecified => {}
+            DesiredAction::Retire => {
+                let (outcome, message) = super::retire::retire(api, guard, item, &r).await;
+                if outcome != ApplyOutcome::Applied && memory.first_time(&set.version, &r, "FerryRetireSkipped") {
+                    tracing::warn!(object = %describe(&r), reason = %message, "not retired");
+                }
+                results.push(ItemResult { r#ref: Some(r), outcome: outcome as i32, message });
+            }
+            // Report mode: shown in status from the set itself; nothing to do here.
+            DesiredAction::WouldRetire | DesiredAction::Unspecified => {}
         }
     }
     results
@@ -335,6 +350,18 @@ mod tests {
             self.objects.lock().unwrap().insert(ObjectKey::of_ref(r), object.clone());
             Ok(object.clone())
         }
+        async fn delete(&self, r: &ObjectRef, uid: &str, version: &str) -> Result<(), ApiError> {
+            let mut objects = self.objects.lock().unwrap();
+            let key = ObjectKey::of_ref(r);
+            let Some(found) = objects.get(&key) else { return Err(ApiError::NotFound) };
+            let same = found.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid)
+                && found.pointer("/metadata/resourceVersion").and_then(Value::as_str) == Some(version);
+            if !same {
+                return Err(ApiError::PreconditionFailed("uid or resourceVersion differ".into()));
+            }
+            objects.remove(&key);
+            Ok(())
+        }
         async fn event(&self, about: &ObjectRef, _: Option<&str>, reason: &str, _: &str, _: bool) {
             self.events.lock().unwrap().push(format!("{reason} {}", about.name));
         }
@@ -377,6 +404,53 @@ mod tests {
             raw_json: object.map(|o| serde_json::to_vec(&o).unwrap()).unwrap_or_default(),
             ..Default::default()
         }
+    }
+
+    #[tokio::test]
+    async fn retire_deletes_only_the_very_object_planned_on() {
+        let api = Memo::default();
+        let provenance = json!({labels::FERRY_SOURCE_LOCATION: "shared", labels::FERRY_SOURCE_BUCKET: "bkt",
+            labels::FERRY_SOURCE_PREFIX: "velero", labels::FERRY_BACKUP_NAME: "b", labels::FERRY_BACKUP_UID: "src"});
+        let mut ferrys = ours("Backup", "gone");
+        ferrys["metadata"]["uid"] = json!("u1");
+        ferrys["metadata"]["resourceVersion"] = json!("5");
+        ferrys["metadata"]["annotations"] = provenance;
+        let mut users = ferrys.clone();
+        users["metadata"]["name"] = json!("users");
+        users["metadata"]["labels"] = json!({});
+        let mut edited = ferrys.clone();
+        edited["metadata"]["name"] = json!("edited");
+        for object in [&ferrys, &users, &edited] {
+            let name = object["metadata"]["name"].as_str().unwrap();
+            api.objects
+                .lock()
+                .unwrap()
+                .insert(ObjectKey::of_ref(&object_ref("Backup", "velero", name)), object.clone());
+        }
+        // The coordinator planned "edited" at resourceVersion 4: it changed since.
+        let mut planned_edited = edited.clone();
+        planned_edited["metadata"]["resourceVersion"] = json!("4");
+        let set = DesiredSet {
+            version: "v1".into(),
+            items: vec![
+                item(DesiredAction::Retire, "Backup", "gone", &[], Some(ferrys)),
+                item(DesiredAction::Retire, "Backup", "users", &[], Some(users)),
+                item(DesiredAction::Retire, "Backup", "edited", &[], Some(planned_edited)),
+                item(DesiredAction::WouldRetire, "Backup", "edited", &[], None),
+            ],
+            ..Default::default()
+        };
+        let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
+        let outcome = |name: &str| {
+            results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).map(|r| (r.outcome, r.message.clone()))
+        };
+        assert_eq!(outcome("gone").unwrap().0, ApplyOutcome::Applied as i32);
+        assert_eq!(outcome("users").unwrap().0, ApplyOutcome::Conflict as i32);
+        assert!(outcome("edited").unwrap().1.contains("resourceVersion"), "{:?}", outcome("edited"));
+        let left: Vec<String> = api.objects.lock().unwrap().keys().map(|k| k.name.clone()).collect();
+        assert!(!left.contains(&"gone".to_string()) && left.len() == 2, "{left:?}");
+        assert_eq!(results.len(), 3, "report-mode items are not acted on");
+        assert!(api.events.lock().unwrap().contains(&"FerryRetired gone".to_string()));
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //!
 //! Pure: decoding and the refresh bookkeeping live here; reading the bucket is `crate::bucket`'s job.
 
+pub mod absence;
 pub mod decode;
 #[cfg(test)]
 mod fuzz;
@@ -100,6 +101,11 @@ pub struct LocationCatalog {
     pub foreign_folders: BTreeSet<String>,
     pub errors: Vec<CatalogError>,
     pub listing: Listing,
+    /// Set by the coordinator, not the loader: how long what ferry's objects refer to has been absent (rule 5).
+    pub absences: absence::AbsenceLedger,
+    /// Set by the coordinator: the error of the last refresh when it failed (this catalog is then the previous
+    /// one, kept; nothing is retired from it).
+    pub refresh_error: Option<String>,
 }
 
 impl AsRef<LocationCatalog> for LocationCatalog {
@@ -117,6 +123,8 @@ impl LocationCatalog {
             foreign_folders: BTreeSet::new(),
             errors: Vec::new(),
             listing: Listing::Complete,
+            absences: absence::AbsenceLedger::default(),
+            refresh_error: None,
         }
     }
 

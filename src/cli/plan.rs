@@ -110,11 +110,14 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
             storage_locations: cluster.storage_locations.clone(),
             granted_locations: cluster.granted_locations(),
             allow_read_write_locations: cluster.allow_read_write_locations,
+            // A recorded inventory is not live: one listing proves no absence, so nothing is retired offline.
+            live: false,
         });
     }
     let options = PlanOptions {
         materialize_velero_backups: config.config.materialize.velero_backups,
         now: args.now.unwrap_or_else(SystemTime::now),
+        ..PlanOptions::default()
     };
     let plan = plan::plan(&catalogs, &clusters, &config.mappings, &options);
     let text = match structured(&plan, args.output)? {

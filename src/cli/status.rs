@@ -223,6 +223,8 @@ fn action_name(action: i32) -> &'static str {
         DesiredAction::Wait => "wait",
         DesiredAction::Conflict => "conflict",
         DesiredAction::Refuse => "refuse",
+        DesiredAction::Retire => "retire",
+        DesiredAction::WouldRetire => "would-retire",
         DesiredAction::Unspecified => "unknown",
     }
 }

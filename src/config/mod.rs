@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::bucket::{CatalogLimits, DEFAULT_CONCURRENCY, StoreConfig};
+use crate::catalog::absence::AbsencePolicy;
 use crate::catalog::decode::DecodeLimits;
 use crate::catalog::{Location, StoreKind};
 use crate::dag::{Priorities, Rule};
+use crate::plan::retirement::{RetireMode, RetirementOptions};
 use crate::resolve::{MappingError, NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -26,6 +28,9 @@ pub struct Config {
     pub materialize: MaterializeConfig,
     #[serde(default)]
     pub catalog: CatalogConfig,
+    /// Rule 5: retiring what the bucket no longer holds (`ferry coordinator` only: one listing proves nothing).
+    #[serde(default)]
+    pub retirement: RetirementConfig,
     /// `ferry coordinator` only.
     #[serde(default)]
     pub coordinator: CoordinatorConfig,
@@ -130,6 +135,43 @@ impl Default for MaterializeConfig {
 
 fn yes() -> bool {
     true
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RetirementConfig {
+    /// `report` (default): status, metrics and the Plan rpc show what would be retired; `delete`: agents delete it.
+    #[serde(default)]
+    pub mode: RetireMode,
+    /// Consecutive complete listings of its location a backup must be absent from.
+    #[serde(default = "default_confirmations")]
+    pub confirmations: u32,
+    /// And for at least this long since the first of them.
+    #[serde(default = "default_grace", deserialize_with = "duration")]
+    pub grace: std::time::Duration,
+}
+
+impl Default for RetirementConfig {
+    fn default() -> Self {
+        Self { mode: RetireMode::Report, confirmations: default_confirmations(), grace: default_grace() }
+    }
+}
+
+impl RetirementConfig {
+    pub fn options(&self) -> RetirementOptions {
+        RetirementOptions {
+            mode: self.mode,
+            policy: AbsencePolicy { confirmations: self.confirmations.max(1), grace: self.grace },
+        }
+    }
+}
+
+fn default_confirmations() -> u32 {
+    AbsencePolicy::default().confirmations
+}
+
+fn default_grace() -> std::time::Duration {
+    AbsencePolicy::default().grace
 }
 
 #[derive(Debug, Clone, Deserialize)]

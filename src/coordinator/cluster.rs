@@ -10,7 +10,7 @@ use crate::grpc::convert::{ItemError, inventory_object, served_apis};
 use crate::grpc::proto::{
     ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
 };
-use crate::model::{Inventory, InventoryObject};
+use crate::model::{Inventory, InventoryObject, labels};
 use crate::plan::ClusterState;
 
 /// Identifies an object within one cluster (the API version is not part of an object's identity).
@@ -221,6 +221,25 @@ impl ClusterRecord {
             inventory.insert(object.clone());
         }
         inventory.apis = served_apis(self.apis.as_ref());
+        ClusterState { inventory, ..self.config.clone() }
+    }
+
+    /// What retirement's bookkeeping reads of this cluster: its BSLs and the objects ferry made, nothing else
+    /// (a location refresh takes this of every cluster, so it must not copy whole inventories).
+    pub fn retirement_view(&self) -> ClusterState {
+        let mut inventory = Inventory::default();
+        for object in self.objects.values() {
+            let ours = match object {
+                InventoryObject::StorageLocation(_) => true,
+                InventoryObject::Backup(o) => labels::is_ferry_managed(&o.meta().labels),
+                InventoryObject::PodVolumeBackup(o) => labels::is_ferry_managed(&o.meta().labels),
+                InventoryObject::NonAdminBackup(o) => labels::is_ferry_managed(&o.meta().labels),
+                InventoryObject::Namespace { .. } => false,
+            };
+            if ours {
+                inventory.insert(object.clone());
+            }
+        }
         ClusterState { inventory, ..self.config.clone() }
     }
 

@@ -247,7 +247,7 @@ proptest! {
         materialize in any::<bool>(),
     ) {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let options = PlanOptions { materialize_velero_backups: materialize, now };
+        let options = PlanOptions { materialize_velero_backups: materialize, now, ..Default::default() };
         let (catalogs, no_catalogs, mappings, settings) = ([catalog()], Vec::<LocationCatalog>::new(), mappings(), Settings::default());
         let mut record = record();
         // What an agent sends first: a valid snapshot of every type.

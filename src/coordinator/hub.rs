@@ -20,7 +20,7 @@ use crate::grpc::convert::desired_set;
 use crate::grpc::proto::{
     Ack, ApplyResult, ClusterApis, DesiredSet, GetStatusResponse, Hello, ObjectRef, ResourceType,
 };
-use crate::plan::{ClusterState, PlanOptions, plan_cluster};
+use crate::plan::{ClusterState, PlanOptions, plan_cluster, retirement};
 use crate::resolve::NamespaceMappings;
 
 /// Why a hub operation was refused.
@@ -275,7 +275,21 @@ impl Hub {
         let was_complete = location.is_complete();
         let mut catalog_changed = false;
         match outcome {
-            Ok(catalog) => {
+            Ok(mut catalog) => {
+                let previous = location.catalog.as_deref();
+                catalog.absences = previous.map(|c| c.absences.clone()).unwrap_or_default();
+                if catalog.listing == Listing::Complete {
+                    // Rule 5's evidence: only complete, successful listings count.
+                    let (watched, present) = {
+                        let clusters: Vec<ClusterState> =
+                            state.clusters.values().map(|e| e.record.retirement_view()).collect();
+                        retirement::watched_keys(&catalog, &clusters)
+                    };
+                    let empty =
+                        catalog.backups.is_empty() && catalog.skipped.is_empty() && catalog.foreign_folders.is_empty();
+                    catalog.absences.record(&watched, |k| present.contains(k), empty, now);
+                }
+                let location = &mut state.locations[index];
                 catalog_changed = !location.catalog.as_deref().is_some_and(|old| same_catalog(old, &catalog));
                 if catalog_changed {
                     location.catalog = Some(Arc::new(catalog));
@@ -283,8 +297,20 @@ impl Hub {
                 location.error = None;
                 location.last_refresh = Some(now);
             }
-            Err(error) => location.error = Some(error),
+            Err(error) => {
+                // The previous catalog stays, marked: nothing is retired from a location that failed.
+                if let Some(previous) = &location.catalog
+                    && previous.refresh_error.as_deref() != Some(error.as_str())
+                {
+                    let mut marked = LocationCatalog::clone(previous);
+                    marked.refresh_error = Some(error.clone());
+                    location.catalog = Some(Arc::new(marked));
+                    catalog_changed = true;
+                }
+                location.error = Some(error);
+            }
         }
+        let location = &state.locations[index];
         if catalog_changed || was_complete != location.is_complete() {
             let names: Vec<String> = state.clusters.keys().cloned().collect();
             state.dirty.extend(names);
@@ -297,10 +323,16 @@ impl Hub {
     pub fn take_dirty(&self) -> RecomputeInputs {
         let mut state = self.lock();
         let dirty = std::mem::take(&mut state.dirty);
+        let now = SystemTime::now();
+        let s = &self.settings;
         let clusters = dirty
             .iter()
             .filter_map(|name| state.clusters.get(name))
-            .map(|e| (e.record.cluster_state(), e.record.generation))
+            .map(|e| {
+                let mut cluster = e.record.cluster_state();
+                cluster.live = e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed) == Liveness::Live;
+                (cluster, e.record.generation)
+            })
             .collect();
         let (catalogs, complete) = catalogs(&state.locations);
         RecomputeInputs { clusters, catalogs, complete }
@@ -329,7 +361,11 @@ impl Hub {
             let state = self.lock();
             let entry = state.clusters.get(cluster).ok_or_else(|| HubError::UnknownCluster(cluster.into()))?;
             let (catalogs, complete) = catalogs(&state.locations);
-            (entry.record.cluster_state(), catalogs, complete)
+            let s = &self.settings;
+            let mut cluster_state = entry.record.cluster_state();
+            cluster_state.live =
+                entry.record.liveness(SystemTime::now(), s.heartbeat_interval, s.stale_after_missed) == Liveness::Live;
+            (cluster_state, catalogs, complete)
         };
         Ok(compute(&catalogs, &cluster_state, &self.mappings, options, complete))
     }
@@ -398,6 +434,8 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
         && a.errors == b.errors
         && a.skipped == b.skipped
         && a.foreign_folders == b.foreign_folders
+        && a.absences == b.absences
+        && a.refresh_error == b.refresh_error
         && a.backups.len() == b.backups.len()
         && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }

@@ -144,8 +144,11 @@ pub async fn start(
         })
         .collect();
     let hub = Arc::new(Hub::new(settings.clone(), config.mappings.clone(), clusters, locations));
-    let plan_options =
-        PlanOptions { materialize_velero_backups: config.config.materialize.velero_backups, now: SystemTime::now() };
+    let plan_options = PlanOptions {
+        materialize_velero_backups: config.config.materialize.velero_backups,
+        now: SystemTime::now(),
+        retirement: config.config.retirement.options(),
+    };
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let mut tasks = Vec::new();

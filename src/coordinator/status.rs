@@ -42,6 +42,8 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
                 status.refused_storage_locations += u64::from(about_bsl);
             }
             DesiredAction::Conflict => status.conflicts += 1,
+            DesiredAction::Retire => status.retiring += 1,
+            DesiredAction::WouldRetire => status.would_retire += 1,
             DesiredAction::Unspecified => {}
         }
         if action == DesiredAction::Wait {

@@ -106,6 +106,8 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
         Action::Wait => DesiredAction::Wait,
         Action::Conflict => DesiredAction::Conflict,
         Action::Refuse => DesiredAction::Refuse,
+        Action::Retire => DesiredAction::Retire,
+        Action::WouldRetire => DesiredAction::WouldRetire,
     };
     let (waits_for, waits_for_condition) = match &item.waits_for {
         Some(Prerequisite::Namespace { name }) => (vec![object_ref("Namespace", "", name)], String::new()),
@@ -119,7 +121,9 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
         None => (Vec::new(), String::new()),
     };
     let raw_json = match (item.action, &item.object) {
-        (Action::Create | Action::Wait, Some(object)) => serde_json::to_vec(object).unwrap_or_default(),
+        (Action::Create | Action::Wait | Action::Retire, Some(object)) => {
+            serde_json::to_vec(object).unwrap_or_default()
+        }
         _ => Vec::new(),
     };
     DesiredItem {

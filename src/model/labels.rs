@@ -50,6 +50,12 @@ pub const FERRY_SOURCE_LOCATION: &str = "ferry.dev/source-location";
 pub const FERRY_SOURCE_NAMESPACE: &str = "ferry.dev/source-namespace";
 /// Annotation: the Velero Backup a NonAdminBackup was materialized for.
 pub const FERRY_BACKUP_NAME: &str = "ferry.dev/backup-name";
+/// Annotation: the bucket of the location the object was read from (provenance, for retirement).
+pub const FERRY_SOURCE_BUCKET: &str = "ferry.dev/source-bucket";
+/// Annotation: the prefix of the location the object was read from (provenance, for retirement).
+pub const FERRY_SOURCE_PREFIX: &str = "ferry.dev/source-prefix";
+/// Annotation: the UID of the backup in `velero-backup.json` (the source cluster's Backup UID).
+pub const FERRY_BACKUP_UID: &str = "ferry.dev/backup-uid";
 /// Annotation on a mapped NonAdminBackup: `<source ns>=<target ns>`.
 pub const FERRY_NAMESPACE_MAPPING: &str = "ferry.dev/namespace-mapping";
 /// Annotation on a mapped NonAdminBackup: why NAC's NonAdminRestore cannot restore it and what works instead.
@@ -75,6 +81,9 @@ pub const READ_KEYS: &[&str] = &[
     FERRY_SOURCE_NAMESPACE,
     FERRY_BACKUP_NAME,
     FERRY_NAMESPACE_MAPPING,
+    FERRY_SOURCE_BUCKET,
+    FERRY_SOURCE_PREFIX,
+    FERRY_BACKUP_UID,
 ];
 
 /// True when `labels` carry ferry's ownership mark.

@@ -83,7 +83,8 @@ pub fn may_read(
     Ok(())
 }
 
-fn reads(bsl: &Object<BackupStorageLocation>, location: &Location) -> bool {
+/// Whether `bsl` points at `location` (bucket, prefix and a compatible provider).
+pub fn reads(bsl: &Object<BackupStorageLocation>, location: &Location) -> bool {
     bsl.view.bucket() == location.bucket
         && bsl.view.prefix() == location.prefix.trim_matches('/')
         && location.kind.serves_provider(&bsl.view.spec.provider)

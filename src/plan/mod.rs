@@ -7,6 +7,7 @@ pub mod object_template;
 pub mod phase;
 pub mod pod_volume_backups;
 pub mod prerequisite;
+pub mod retirement;
 pub mod simulate;
 pub mod velero_backup;
 
@@ -34,6 +35,11 @@ pub enum Action {
     Conflict,
     /// To be created once `waitsFor` exists.
     Wait,
+    /// ferry's object of a backup that is gone (rule 5): the agent deletes it (`retirement.mode: delete`).
+    Retire,
+    /// What `retire` would be in `retirement.mode: report` (the default): shown, never deleted.
+    #[serde(rename = "would-retire")]
+    WouldRetire,
 }
 
 impl Action {
@@ -43,6 +49,8 @@ impl Action {
             Action::Refuse => "refuse",
             Action::Conflict => "conflict",
             Action::Wait => "wait",
+            Action::Retire => "retire",
+            Action::WouldRetire => "would-retire",
         }
     }
 }
@@ -117,19 +125,24 @@ pub struct ClusterState {
     /// Config opt-out of the read-only rule: this cluster may read other clusters' locations through read-write
     /// BSLs (its Velero could then delete the writer's backups).
     pub allow_read_write_locations: bool,
+    /// The agent is connected and live, so the inventory is current: only then is anything retired (rule 5).
+    /// Recorded inventories (`ferry plan`) are never live.
+    pub live: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanOptions {
     /// Rule 1 is optional: with `false`, Velero's own sync creates Backup CRs and ferry only waits for them.
     pub materialize_velero_backups: bool,
-    /// "Now", for expiration checks (the planner reads no clock).
+    /// "Now", for expiration checks and retirement's grace period (the planner reads no clock).
     pub now: SystemTime,
+    /// Rule 5: how absence is proven and what is done then.
+    pub retirement: retirement::RetirementOptions,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        Self { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH }
+        Self { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH, retirement: Default::default() }
     }
 }
 
@@ -215,6 +228,7 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
             items.extend(plan_backup(&target, backup, mappings));
         }
     }
+    items.extend(retirement::plan(locations, cluster, options));
     ClusterPlan { cluster: cluster.name.clone(), items }
 }
 

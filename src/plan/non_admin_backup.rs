@@ -9,7 +9,7 @@ use crate::resolve::{NamespaceMappings, Tenant};
 
 use super::phase::PhaseGate;
 use super::velero_backup::{self, BackupState, Placement};
-use super::{Action, PlanItem, Prerequisite, Target, pod_volume_backups};
+use super::{Action, PlanItem, Prerequisite, Target, object_template, pod_volume_backups};
 
 /// All items of a tenant (NAC) backup on one target.
 ///
@@ -299,8 +299,9 @@ fn desired(
     }
     let mut annotations = Map::new();
     annotations.insert(labels::FERRY_SOURCE_CLUSTER.into(), target.location.source_cluster.clone().into());
-    annotations.insert(labels::FERRY_SOURCE_LOCATION.into(), target.location.name.clone().into());
-    annotations.insert(labels::FERRY_BACKUP_NAME.into(), entry.name.clone().into());
+    for (key, value) in object_template::provenance(target.location, entry).annotations() {
+        annotations.insert(key.into(), value.into());
+    }
     if target_ns != tenant.origin_namespace {
         annotations.insert(labels::FERRY_SOURCE_NAMESPACE.into(), tenant.origin_namespace.clone().into());
         annotations

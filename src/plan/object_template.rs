@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::catalog::Location;
-use crate::model::labels;
+use crate::catalog::{CatalogBackup, Location};
+use crate::model::{Provenance, labels};
 
 /// Fields the API server owns or that only mean something on the source cluster.
 const SERVER_FIELDS: [&str; 10] = [
@@ -21,8 +21,27 @@ const SERVER_FIELDS: [&str; 10] = [
     "generateName",
 ];
 
-/// Prepares `object` for creation as `api_version`/`kind` in `namespace`, marked as ferry's.
-pub fn for_target(mut object: Value, api_version: &str, kind: &str, namespace: &str, location: &Location) -> Value {
+/// Where an object made from `entry` of `location` comes from (recorded on it; retirement reads it back).
+pub fn provenance(location: &Location, entry: &CatalogBackup) -> Provenance {
+    Provenance {
+        location: location.name.clone(),
+        bucket: location.bucket.clone(),
+        prefix: location.prefix.clone(),
+        backup_name: entry.name.clone(),
+        backup_uid: entry.backup.meta().uid.clone().unwrap_or_default(),
+    }
+}
+
+/// Prepares `object` (of backup `entry`) for creation as `api_version`/`kind` in `namespace`, marked as ferry's
+/// with its provenance.
+pub fn for_target(
+    mut object: Value,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    location: &Location,
+    entry: &CatalogBackup,
+) -> Value {
     let root = root_mut(&mut object);
     root.insert("apiVersion".into(), api_version.into());
     root.insert("kind".into(), kind.into());
@@ -33,7 +52,9 @@ pub fn for_target(mut object: Value, api_version: &str, kind: &str, namespace: &
     meta.insert("namespace".into(), namespace.into());
     set_label(&mut object, labels::FERRY_MANAGED_BY, labels::FERRY_MANAGED_BY_VALUE);
     set_annotation(&mut object, labels::FERRY_SOURCE_CLUSTER, &location.source_cluster);
-    set_annotation(&mut object, labels::FERRY_SOURCE_LOCATION, &location.name);
+    for (key, value) in provenance(location, entry).annotations() {
+        set_annotation(&mut object, key, value);
+    }
     object
 }
 

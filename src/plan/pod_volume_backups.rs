@@ -155,6 +155,7 @@ fn desired(target: &Target<'_>, entry: &CatalogBackup, pvb: &Object<PodVolumeBac
         PodVolumeBackup::KIND,
         &target.cluster.velero_namespace,
         target.location,
+        entry,
     );
     let meta = metadata_mut(&mut object);
     if let Some(Value::Array(refs)) = meta.get_mut("ownerReferences") {

@@ -107,7 +107,7 @@ proptest! {
         docs.extend(foreign_objects(&foreign, &backups));
         let mut target = cluster(docs);
         let mappings = mappings(explicit, prefix);
-        let options = PlanOptions { materialize_velero_backups: true, now: super::tests::now() };
+        let options = PlanOptions { materialize_velero_backups: true, now: super::tests::now(), ..Default::default() };
         let catalogs = super::tests::catalog(entries.clone());
 
         let mut rounds = 0;

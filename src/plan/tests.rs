@@ -51,6 +51,11 @@ fn nac_backup(phase: &str) -> Value {
         "status": {"phase": phase}})
 }
 
+/// A Completed NAC backup of team-a's `nightly`, with one PVB.
+pub(super) fn nac_entry() -> Arc<CatalogBackup> {
+    entry(nac_backup("Completed"), 1)
+}
+
 pub(super) fn pvb(backup: &str, i: usize) -> Value {
     json!({"metadata": {"name": format!("{backup}-pvb{i}"), "namespace": "openshift-adp", "uid": "src-pvb",
             "labels": {"velero.io/backup-name": backup, "velero.io/backup-uid": "src-uid"},
@@ -128,7 +133,7 @@ pub(super) fn now() -> SystemTime {
 }
 
 fn run(entries: Vec<Arc<CatalogBackup>>, cluster: &ClusterState, mappings: &NamespaceMappings) -> Vec<PlanItem> {
-    let options = PlanOptions { materialize_velero_backups: true, now: now() };
+    let options = PlanOptions { materialize_velero_backups: true, now: now(), ..Default::default() };
     plan_cluster(&catalog(entries), cluster, mappings, &options).items
 }
 
@@ -182,7 +187,7 @@ fn rule1_existing_backups_are_left_alone() {
 #[test]
 fn rule1_optional_waits_for_velero_sync() {
     let t = cluster(vec![bsl("b-bsl", "velero")]);
-    let options = PlanOptions { materialize_velero_backups: false, now: now() };
+    let options = PlanOptions { materialize_velero_backups: false, now: now(), ..Default::default() };
     let items = plan_cluster(&catalog(vec![entry(admin_backup("d", "Completed"), 1)]), &t, &identity(), &options).items;
     assert_eq!(items.iter().map(|i| i.action).collect::<Vec<_>>(), [Action::Wait, Action::Wait]);
     assert!(items[0].waits_for.as_ref().unwrap().to_string().contains("Velero's backup sync"));
@@ -607,8 +612,13 @@ fn one_backup_name_in_two_locations_is_one_create_and_a_reported_conflict() {
     other.backups.insert("daily-1".into(), entry(admin_backup("daily-1", "Completed"), 0));
     other.listing = Listing::Complete;
     locations.push(other);
-    let items =
-        plan_cluster(&locations, &t, &identity(), &PlanOptions { materialize_velero_backups: true, now: now() }).items;
+    let items = plan_cluster(
+        &locations,
+        &t,
+        &identity(),
+        &PlanOptions { materialize_velero_backups: true, now: now(), ..Default::default() },
+    )
+    .items;
     assert_eq!(
         summary(&items),
         [(Action::Create, "Backup", "velero", "daily-1"), (Action::Conflict, "Backup", "velero", "daily-1")]
@@ -660,7 +670,7 @@ fn rule7_ownership_and_mapping_refusals_hold_without_oadp_too() {
 #[test]
 fn rule7_then_oadp_arrives_and_the_nab_follows_without_a_second_backup() {
     let mut t = plain_velero(vec![bsl("b-bsl", "velero"), ns("team-a-dr")]);
-    let options = PlanOptions { materialize_velero_backups: true, now: now() };
+    let options = PlanOptions { materialize_velero_backups: true, now: now(), ..Default::default() };
     let entries = || vec![entry(nac_backup("Completed"), 1)];
     for _ in 0..2 {
         let p = plan_cluster(&catalog(entries()), &t, &mapped(), &options);
@@ -687,7 +697,7 @@ fn rule7_a_cluster_without_veleros_crds_gets_nothing_but_the_reason() {
 fn planning_over_the_applied_plan_converges_to_nothing() {
     let mut t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), ns("team-a-dr")]);
     let entries = || vec![entry(nac_backup("Completed"), 2), entry(admin_backup("daily-1", "Completed"), 2)];
-    let options = PlanOptions { materialize_velero_backups: true, now: now() };
+    let options = PlanOptions { materialize_velero_backups: true, now: now(), ..Default::default() };
     let mut created = Vec::new();
     for _ in 0..3 {
         let p = plan_cluster(&catalog(entries()), &t, &mapped(), &options);

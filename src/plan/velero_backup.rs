@@ -80,7 +80,7 @@ pub fn plan(
         let waits = Prerequisite::VeleroSync { namespace: ns.to_string(), name: name.to_string() };
         return (vec![item(Action::Wait, None, Some(waits), None)], BackupState::AwaitingVeleroSync);
     }
-    let object = desired(target, &entry.backup, placement, gate);
+    let object = desired(target, entry, placement, gate);
     (vec![item(Action::Create, None, None, Some(object))], BackupState::ToCreate)
 }
 
@@ -96,14 +96,15 @@ fn is_same_backup(existing: &Object<Backup>, target: &Target<'_>, entry: &Catalo
     from_bsl || ferry_from_here || same_nacuuid
 }
 
-fn desired(target: &Target<'_>, backup: &Object<Backup>, placement: Option<&Placement<'_>>, gate: PhaseGate) -> Value {
+fn desired(target: &Target<'_>, entry: &CatalogBackup, placement: Option<&Placement<'_>>, gate: PhaseGate) -> Value {
     let bsl = target.bsl.name();
     let mut object = for_target(
-        backup.to_value(),
+        entry.backup.to_value(),
         Backup::API_VERSION,
         Backup::KIND,
         &target.cluster.velero_namespace,
         target.location,
+        entry,
     );
     // Owner UIDs are the source cluster's: on the target the garbage collector would delete the Backup at
     // once. Velero's sync drops Schedule references; ferry drops them all.
