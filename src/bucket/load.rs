@@ -12,6 +12,7 @@ use object_store::{GetResult, ObjectStoreExt};
 use super::list::{backup_names, backup_objects, version_of};
 use super::store::Store;
 use crate::catalog::decode::{self, ResourceList};
+use crate::catalog::legacy_volume_backups::{LegacyVolumeBackupError, LegacyVolumeBackups, legacy_volume_backups};
 use crate::catalog::refresh::{ListedBackup, Step, decide, group_listing};
 use crate::catalog::{
     BackupFile, CatalogBackup, Layout, Listing, Location, LocationCatalog, ObjectVersion, PodVolumeBackupFile,
@@ -34,6 +35,10 @@ pub enum FetchError {
     Decode(#[from] decode::DecodeError),
     #[error("{0}")]
     TooLarge(String),
+    #[error("{0}")]
+    LegacyVolumeBackups(#[from] LegacyVolumeBackupError),
+    #[error("the tarball reader did not finish: {0}")]
+    ReaderStopped(tokio::task::JoinError),
 }
 
 /// A download, or why it was not made.
@@ -309,5 +314,30 @@ impl Loader {
             Got::Object(bytes, _) => Ok(decode::resource_list(&bytes, &self.limits.decode)?),
             Got::TooLarge(error) => Err(FetchError::TooLarge(error)),
         }
+    }
+
+    /// Whether backup `name` has `file` (one HEAD request).
+    pub async fn has_file(&self, name: &str, file: BackupFile) -> Result<bool, FetchError> {
+        match self.store.objects.head(&Path::from(self.layout.key(name, file))).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads `<name>.tar.gz` for the `snapshot.velero.io/<volume>` annotations of its Pods: the volume backups of
+    /// a backup from before Velero stored PVB files. On demand only (a tarball per backup would not scale to a
+    /// fleet's catalog); held to `catalog.maxObjectBytes` and the decode limits.
+    pub async fn legacy_volume_backups(&self, name: &str) -> Result<LegacyVolumeBackups, FetchError> {
+        let bytes = match self.get(&self.layout.key(name, BackupFile::Tarball), None).await? {
+            Got::Object(bytes, _) => bytes,
+            Got::TooLarge(error) => return Err(FetchError::TooLarge(error)),
+        };
+        let limits = self.limits.decode;
+        // Inflating and parsing is CPU work: off the async runtime's threads.
+        let found = tokio::task::spawn_blocking(move || legacy_volume_backups(&bytes, &limits))
+            .await
+            .map_err(FetchError::ReaderStopped)?;
+        Ok(found?)
     }
 }

@@ -7,6 +7,7 @@ pub mod decode;
 #[cfg(test)]
 mod fuzz;
 pub mod layout;
+pub mod legacy_volume_backups;
 pub mod location;
 pub mod pod_volume_backup_file;
 pub mod refresh;
@@ -19,6 +20,7 @@ use serde::Serialize;
 use crate::model::{Backup, Object};
 
 pub use layout::{BackupFile, Layout};
+pub use legacy_volume_backups::{LegacyVolumeBackup, LegacyVolumeBackups, VolumeBackupSource};
 pub use location::{Location, StoreKind};
 pub use pod_volume_backup_file::PodVolumeBackupFile;
 

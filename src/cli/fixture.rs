@@ -36,6 +36,10 @@ pub struct WriteArgs {
     /// Also write one backup in each of Velero's 13 phases.
     #[arg(long)]
     pub all_phases: bool,
+    /// Also write backup `legacy-restic` as Velero wrote backups before it stored PVB files: no PVB file, the
+    /// volume snapshots in `snapshot.velero.io/<volume>` annotations of the Pods in its tarball.
+    #[arg(long)]
+    pub legacy_volumes: bool,
     /// Skip tarballs, logs and results (for large benchmark buckets).
     #[arg(long)]
     pub no_tarballs: bool,
@@ -74,6 +78,7 @@ pub async fn run(command: FixtureCommand) -> anyhow::Result<()> {
         nac_every: args.nac_every,
         pvbs_per_backup: args.pvbs,
         all_phases: args.all_phases,
+        legacy_volumes: args.legacy_volumes,
         resource_lists: !args.no_resource_lists,
         tarballs: !args.no_tarballs,
         seed: args.seed,

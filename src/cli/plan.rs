@@ -12,6 +12,7 @@ use clap::Args;
 use serde::Serialize;
 
 use ferry::bucket::{self, Loader};
+use ferry::catalog::{BackupFile, LegacyVolumeBackup};
 use ferry::config::LoadedConfig;
 use ferry::dag::tarball::ItemError;
 use ferry::dag::{Graph, layers};
@@ -61,6 +62,9 @@ pub struct BackupPlan {
     pub objects: Vec<ObjectOutput>,
     pub never_ready: Vec<String>,
     pub report: BuildReportOutput,
+    /// Only for a backup without a PVB file (written before Velero stored them): the `snapshot.velero.io/<volume>`
+    /// annotations of its Pods. Velero's restore reads them itself; no PodVolumeBackup is ever created for them.
+    pub legacy_volume_backups: Vec<LegacyVolumeBackup>,
     pub item_errors: Vec<ItemError>,
 }
 
@@ -132,7 +136,17 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
 /// the config's priorities and rules. A refused rule is a reason in the plan, not a failure of the command.
 pub async fn backup_plan(config: &LoadedConfig, backup: &str, location: Option<&str>) -> anyhow::Result<BackupPlan> {
     let loaded = backup_objects::load(config, backup, location).await?;
-    let BackupObjects { backup, location, source, key, objects, item_errors } = loaded;
+    let BackupObjects { backup, location, source, key, objects, mut item_errors } = loaded;
+    let legacy_volume_backups = if source == "tarball" {
+        let (found, errors) = legacy_volume_backups(config, &location, &backup).await?;
+        // A bad Pod item is already reported by the graph's reader.
+        let new: Vec<ItemError> =
+            errors.into_iter().filter(|e| !item_errors.iter().any(|known| known.path == e.path)).collect();
+        item_errors.extend(new);
+        found
+    } else {
+        Vec::new()
+    };
     let graph = Graph::build(objects, &config.priorities, &config.config.dependencies.rules);
     let l = layers(&graph);
     let reasons: Vec<String> = graph.report.refused_rules.iter().map(|r| r.to_string()).collect();
@@ -147,8 +161,37 @@ pub async fn backup_plan(config: &LoadedConfig, backup: &str, location: Option<&
         objects: graph_cli::objects_output(&graph, &l),
         never_ready: l.never_ready.iter().map(|v| graph.name(*v)).collect(),
         report: graph_cli::report_output(&graph, &graph.report),
+        legacy_volume_backups,
         item_errors,
     })
+}
+
+/// A backup without a PVB file predates them: its volume backups are its Pods' snapshot annotations, read from
+/// the tarball (on demand, for this one backup). One that has a PVB file has none here. A tarball the loader
+/// refuses (over a size limit) is an item error, as the graph could still be read.
+async fn legacy_volume_backups(
+    config: &LoadedConfig,
+    location: &str,
+    backup: &str,
+) -> anyhow::Result<(Vec<LegacyVolumeBackup>, Vec<ItemError>)> {
+    let Some(location) = config.config.locations.iter().find(|l| l.name == location) else {
+        return Ok(Default::default());
+    };
+    let store = bucket::open(&config.store_config(location))?;
+    let domain = config.location(location, store.kind, &store.bucket);
+    let catalog = &config.config.catalog;
+    let loader = Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits());
+    let context = || format!("location {:?}: backup {backup}", location.name);
+    if loader.has_file(backup, BackupFile::PodVolumeBackups).await.with_context(context)? {
+        return Ok(Default::default());
+    }
+    match loader.legacy_volume_backups(backup).await {
+        Ok(found) => Ok((found.volume_backups, found.errors)),
+        Err(e) => {
+            let path = ferry::catalog::Layout::new(&location.prefix).key(backup, BackupFile::Tarball);
+            Ok((Vec::new(), vec![ItemError { path, error: format!("legacy volume backups not read: {e}") }]))
+        }
+    }
 }
 
 /// A summary line, the refusal reasons, the objects in apply order with WAITS ON, then the build's findings.
@@ -169,10 +212,27 @@ pub fn render_backup(plan: &BackupPlan) -> String {
         let _ = writeln!(out, "REFUSED: {reason}");
     }
     out.push_str(&graph_cli::objects_table(&plan.objects));
+    out.push_str(&legacy_volume_backups_table(&plan.legacy_volume_backups));
     // The refused rules are already listed above, as the plan's reasons.
     let report = BuildReportOutput { refused_rules: Vec::new(), ..plan.report.clone() };
     out.push_str(&graph_cli::report_sections(&report, &plan.item_errors));
     out
+}
+
+/// The legacy volume backups section, or nothing when there are none.
+fn legacy_volume_backups_table(volumes: &[LegacyVolumeBackup]) -> String {
+    if volumes.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new(&["POD NAMESPACE", "POD", "VOLUME", "SNAPSHOT ID"]);
+    for v in volumes {
+        table.row(vec![v.pod_namespace.clone(), v.pod_name.clone(), v.volume.clone(), v.snapshot_id.clone()]);
+    }
+    format!(
+        "\nLEGACY VOLUME BACKUPS (from pod annotations; Velero's restore reads them itself, no PodVolumeBackup is \
+         created):\n{}",
+        table.render("  ")
+    )
 }
 
 /// Groups by cluster with counts, then lists catalog errors.
