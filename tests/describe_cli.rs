@@ -206,3 +206,17 @@ fn describe_backup_offline_shows_the_bucket_and_every_cluster() {
     let stderr = String::from_utf8_lossy(&unknown.stderr);
     assert!(stderr.contains("backup \"no-such-backup\" is in no location's catalog and on no cluster"), "{stderr}");
 }
+
+#[test]
+fn an_unusable_pvb_file_is_named_with_its_error() {
+    let out = ferry(&["describe", "backup", "corrupt-pvbs", "--config", "examples/ferry.yaml", "-o", "json"]);
+    let json: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let key = "velero/backups/corrupt-pvbs/corrupt-pvbs-podvolumebackups.json.gz";
+    assert_eq!(json["backup"]["podVolumeBackupsKey"], key);
+    assert_eq!(json["backup"]["podVolumeBackupsError"], "not valid gzip: incomplete deflate stream");
+    assert_eq!(json["podVolumeBackups"], json!([]));
+    assert_eq!(json["bucketErrors"], json!([{"object": key, "error": "not valid gzip: incomplete deflate stream"}]));
+    let planned = &json["clusters"][0]["planned"];
+    assert_eq!(planned[0]["action"], "create", "the backup still arrives, without PVBs");
+    assert!(planned[0]["reason"].as_str().unwrap_or_default().contains("is unusable"), "{planned}");
+}
