@@ -74,6 +74,13 @@ impl Federation for Hostile {
     async fn plan(&self, _: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
         Err(Status::unimplemented("hostile"))
     }
+
+    async fn describe_backup(
+        &self,
+        _: Request<ferry::grpc::proto::DescribeBackupRequest>,
+    ) -> Result<Response<ferry::grpc::proto::DescribeBackupResponse>, Status> {
+        Err(Status::unimplemented("hostile"))
+    }
 }
 
 fn labelled(api_version: &str, kind: &str, namespace: &str, name: &str, status: Option<Value>) -> Value {

@@ -57,6 +57,24 @@ fn status_items(ferry: &Ferry, backup: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `ferry describe backup NAME -o OUTPUT` as operator.
+fn describe_backup(ferry: &Ferry, name: &str, output: &str) -> String {
+    let pki = ferry.dir.path().join("pki");
+    let out = std::process::Command::new(FERRY)
+        .args(["describe", "backup", name, "-o", output, "--coordinator", &format!("https://{}", ferry.addr)])
+        .args(["--tls-server-name", "localhost"])
+        .arg("--tls-ca")
+        .arg(pki.join("ca.pem"))
+        .arg("--tls-cert")
+        .arg(pki.join("operator-admin.pem"))
+        .arg("--tls-key")
+        .arg(pki.join("operator-admin-key.pem"))
+        .output()
+        .expect("ferry describe backup");
+    assert!(out.status.success(), "ferry describe backup: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_end_to_end() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -195,6 +213,47 @@ async fn two_clusters_end_to_end() {
         events.items.iter().any(|e| e.data["reason"] == "FerryNamespaceMapped").then_some(())
     })
     .await;
+
+    // `ferry describe backup` shows the mapped backup everywhere: its PVBs from the bucket, and on B the
+    // Backup CR ferry made, its PVBs and the NAB in team-x-dr (once B's agent has published them).
+    let mapped_uid = mapped_b["metadata"]["uid"].as_str().expect("uid").to_string();
+    let described = eventually("describe shows the mapped backup on B", WAIT, || async {
+        let json: Value = serde_json::from_str(&describe_backup(&ferry, &mapped, "json")).expect("describe JSON");
+        let on_b = json["clusters"].as_array()?.iter().find(|c| c["cluster"] == "b")?.clone();
+        let complete = on_b["backups"].as_array()?.len() == 1
+            && on_b["podVolumeBackups"].as_array()?.len() == 2
+            && on_b["nonAdminBackups"].as_array()?.len() == 1;
+        complete.then_some((json, on_b))
+    })
+    .await;
+    let (json, on_b) = described;
+    let mut listed: Vec<&str> =
+        json["podVolumeBackups"].as_array().expect("PVBs").iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let mut written: Vec<&str> = mapped_pvbs.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    listed.sort();
+    written.sort();
+    assert_eq!(listed, written, "the PVB file's entries");
+    assert!(json["podVolumeBackups"].as_array().unwrap().iter().all(|p| p["podNamespace"] == "team-x"));
+    assert_eq!(json["backup"]["owner"]["kind"], "tenant");
+    assert_eq!(json["backup"]["owner"]["originNamespace"], "team-x");
+    assert_eq!(json["backup"]["sourceCluster"], "a");
+    let cr = &on_b["backups"][0];
+    assert_eq!((cr["name"].as_str(), cr["uid"].as_str()), (Some(mapped.as_str()), Some(mapped_uid.as_str())));
+    assert_eq!(cr["storageLocation"], "dr-bsl");
+    assert_eq!(cr["managedByFerry"], true, "ferry's label");
+    for pvb in on_b["podVolumeBackups"].as_array().unwrap() {
+        assert_eq!(pvb["backupLabel"], mapped.as_str());
+        assert_eq!(pvb["backupUidLabel"], mapped_uid.as_str());
+        assert_eq!(pvb["managedByFerry"], true);
+    }
+    let nab = &on_b["nonAdminBackups"][0];
+    assert_eq!((nab["namespace"].as_str(), nab["name"].as_str()), (Some("team-x-dr"), Some("nightly")));
+    assert_eq!(nab["nacuuid"], mapped.as_str());
+    assert_eq!(nab["managedByFerry"], true);
+    let table = describe_backup(&ferry, &mapped, "table");
+    for header in ["BACKUP\n", "\nPODVOLUMEBACKUPS (2)\n", "\nCLUSTER b (connected, desired set "] {
+        assert!(table.contains(header), "{header:?} in {table}");
+    }
 
     let restore = std::process::Command::new(FERRY)
         .args(["restore", &mapped, "--cluster", "b", "--name", "mapped-restore", "--config"])

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod backup_objects;
 pub mod certs;
 pub mod coordinator;
+pub mod describe;
 pub mod fixture;
 pub mod graph;
 pub mod inventory_files;
@@ -45,6 +46,9 @@ pub enum Command {
     Coordinator(coordinator::CoordinatorArgs),
     /// Ask a running coordinator what it knows: clusters, locations, and per-backup detail with --cluster.
     Status(status::StatusArgs),
+    /// One backup everywhere: bucket metadata and PVBs, and per cluster what exists and what is planned.
+    #[command(subcommand)]
+    Describe(describe::DescribeCommand),
     /// Restore a backup into its mapped namespace with a Velero Restore (what NAC's NonAdminRestore cannot do).
     Restore(restore::RestoreArgs),
     /// Make a demo/test PKI: a CA, the coordinator's certificate, agent and operator certificates.
@@ -66,6 +70,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(args) => agent::run(args).await,
         Command::Restore(args) => restore::run(args).await,
         Command::Status(args) => status::run(args).await,
+        Command::Describe(command) => describe::run(command).await,
         Command::Graph(args) => graph::run(args).await,
         Command::Overlap(args) => overlap::run(args).await,
         Command::Fixture(command) => fixture::run(command).await,

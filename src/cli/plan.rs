@@ -12,7 +12,7 @@ use clap::Args;
 use serde::Serialize;
 
 use ferry::bucket::{self, Loader};
-use ferry::catalog::{BackupFile, LegacyVolumeBackup};
+use ferry::catalog::{BackupFile, LegacyVolumeBackup, LocationCatalog};
 use ferry::config::LoadedConfig;
 use ferry::dag::tarball::ItemError;
 use ferry::dag::{Graph, layers};
@@ -79,6 +79,25 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
         print!("{text}");
         return Ok(());
     }
+    let catalogs = read_catalogs(&config).await?;
+    let clusters = recorded_clusters(&config)?;
+    let options = PlanOptions {
+        materialize_velero_backups: config.config.materialize.velero_backups,
+        now: args.now.unwrap_or_else(SystemTime::now),
+        ..PlanOptions::default()
+    };
+    let plan = plan::plan(&catalogs, &clusters, &config.mappings, &options);
+    let text = match structured(&plan, args.output)? {
+        Some(text) => text,
+        None => render(&plan),
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// Every location of the config read once, in config order (an unreadable location is an error, never an
+/// empty catalog). Shared by the offline commands (`ferry plan`, `ferry describe backup --config`).
+pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<LocationCatalog>> {
     let mut catalogs = Vec::new();
     for location in &config.config.locations {
         let store = bucket::open(&config.store_config(location))?;
@@ -98,6 +117,11 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
         );
         catalogs.push(catalog);
     }
+    Ok(catalogs)
+}
+
+/// Every cluster of the config as the planner sees it, its inventory from its recorded `inventory` files.
+pub fn recorded_clusters(config: &LoadedConfig) -> anyhow::Result<Vec<ClusterState>> {
     let mut clusters = Vec::new();
     for cluster in &config.config.clusters {
         let mut inventory: Inventory = match &cluster.inventory {
@@ -118,18 +142,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
             live: false,
         });
     }
-    let options = PlanOptions {
-        materialize_velero_backups: config.config.materialize.velero_backups,
-        now: args.now.unwrap_or_else(SystemTime::now),
-        ..PlanOptions::default()
-    };
-    let plan = plan::plan(&catalogs, &clusters, &config.mappings, &options);
-    let text = match structured(&plan, args.output)? {
-        Some(text) => text,
-        None => render(&plan),
-    };
-    print!("{text}");
-    Ok(())
+    Ok(clusters)
 }
 
 /// One backup's plan: its objects (tarball, else resource list) through the same graph as `ferry graph`, with

@@ -13,12 +13,14 @@ use std::time::SystemTime;
 use tokio::sync::{Notify, watch};
 
 use super::cluster::{CheckedItems, ClusterRecord, Liveness, ObjectKey, Session};
+use super::describe::{self, ClusterRecords, UnknownBackup};
 use super::settings::Settings;
 use super::status;
 use crate::catalog::{Listing, LocationCatalog};
 use crate::grpc::convert::desired_set;
 use crate::grpc::proto::{
-    Ack, ApplyResult, ClusterApis, DesiredSet, GetStatusResponse, Hello, ObjectRef, ResourceType,
+    Ack, ApplyResult, ClusterApis, DescribeBackupResponse, DesiredSet, GetStatusResponse, Hello, ObjectRef,
+    ResourceType,
 };
 use crate::plan::{ClusterState, PlanOptions, plan_cluster, retirement};
 use crate::resolve::NamespaceMappings;
@@ -385,6 +387,26 @@ impl Hub {
             .collect();
         let locations = state.locations.iter().map(status::location_status).collect();
         Ok(GetStatusResponse { caller: String::new(), clusters, locations })
+    }
+
+    /// One backup across every location and cluster, from the current catalogs, DesiredSets, results and
+    /// inventories (the `DescribeBackup` rpc). Describing one backup is cheap; it is done under the lock.
+    pub fn describe_backup(&self, backup: &str, now: SystemTime) -> Result<DescribeBackupResponse, UnknownBackup> {
+        let state = self.lock();
+        let (catalogs, _) = catalogs(&state.locations);
+        let s = &self.settings;
+        let records: Vec<ClusterRecords<'_>> = state
+            .clusters
+            .values()
+            .map(|e| ClusterRecords {
+                cluster: &e.record.config.name,
+                state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
+                objects: e.record.objects.values().collect(),
+                desired: &e.record.desired,
+                results: &e.record.results,
+            })
+            .collect();
+        describe::describe_backup(backup, &catalogs, &records)
     }
 
     /// Liveness of one cluster (for tests and logs).

@@ -7,6 +7,7 @@
 //! file joins them to tokio tasks and the gRPC server.
 
 pub mod cluster;
+pub mod describe;
 #[cfg(test)]
 mod fuzz;
 pub mod http;

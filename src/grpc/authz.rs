@@ -2,7 +2,7 @@
 //!
 //! - An agent may open a `Session`, and only for the cluster its certificate names; the stream is bound to
 //!   that cluster, so it can publish only that cluster's inventory and receives only that cluster's set.
-//! - An operator may call `GetStatus` and `Plan`.
+//! - An operator may call `GetStatus`, `Plan` and `DescribeBackup`.
 //! - Everything else is PERMISSION_DENIED.
 
 use tonic::Status;
@@ -15,6 +15,7 @@ pub enum Rpc {
     Session,
     GetStatus,
     Plan,
+    DescribeBackup,
 }
 
 impl Rpc {
@@ -23,6 +24,7 @@ impl Rpc {
             Rpc::Session => "Session",
             Rpc::GetStatus => "GetStatus",
             Rpc::Plan => "Plan",
+            Rpc::DescribeBackup => "DescribeBackup",
         }
     }
 }
@@ -46,7 +48,7 @@ pub fn authorize(role: &Role, rpc: Rpc) -> Result<Option<&str>, Denied> {
     match (role, rpc) {
         (Role::Agent { cluster }, Rpc::Session) => Ok(Some(cluster)),
         (Role::Agent { .. }, _) => deny("agent certificates may only open a Session"),
-        (Role::Operator { .. }, Rpc::GetStatus | Rpc::Plan) => Ok(None),
+        (Role::Operator { .. }, Rpc::GetStatus | Rpc::Plan | Rpc::DescribeBackup) => Ok(None),
         (Role::Operator { .. }, Rpc::Session) => deny("only agent certificates may open a Session"),
     }
 }
@@ -62,7 +64,8 @@ mod tests {
         assert_eq!(authorize(&agent, Rpc::Session), Ok(Some("a")));
         assert_eq!(authorize(&operator, Rpc::GetStatus), Ok(None));
         assert_eq!(authorize(&operator, Rpc::Plan), Ok(None));
-        for rpc in [Rpc::GetStatus, Rpc::Plan] {
+        assert_eq!(authorize(&operator, Rpc::DescribeBackup), Ok(None));
+        for rpc in [Rpc::GetStatus, Rpc::Plan, Rpc::DescribeBackup] {
             let err = authorize(&agent, rpc).unwrap_err().to_string();
             assert!(err.starts_with("cluster/a may not call"), "{err}");
         }

@@ -22,8 +22,8 @@ use super::proto::agent_message::Body as AgentBody;
 use super::proto::coordinator_message::Body as CoordinatorBody;
 use super::proto::federation_server::{Federation, FederationServer};
 use super::proto::{
-    Ack, AgentMessage, CoordinatorMessage, GetStatusRequest, GetStatusResponse, Goodbye, PlanRequest, PlanResponse,
-    Snapshot,
+    Ack, AgentMessage, CoordinatorMessage, DescribeBackupRequest, DescribeBackupResponse, GetStatusRequest,
+    GetStatusResponse, Goodbye, PlanRequest, PlanResponse, Snapshot,
 };
 use super::rate_limit::TokenBucket;
 use crate::coordinator::cluster::CheckedItems;
@@ -148,6 +148,22 @@ impl Federation for FederationService {
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(hub_status)?;
         Ok(Response::new(PlanResponse { desired_set: Some(desired) }))
+    }
+
+    async fn describe_backup(
+        &self,
+        request: Request<DescribeBackupRequest>,
+    ) -> Result<Response<DescribeBackupResponse>, Status> {
+        let role = self.caller(&request)?;
+        authorize(&role, Rpc::DescribeBackup)?;
+        let name = &request.get_ref().name;
+        if name.is_empty() {
+            return Err(Status::invalid_argument("DescribeBackupRequest.name is empty"));
+        }
+        let mut described =
+            self.hub.describe_backup(name, SystemTime::now()).map_err(|e| Status::not_found(e.to_string()))?;
+        described.caller = role.to_string();
+        Ok(Response::new(described))
     }
 }
 

@@ -49,5 +49,7 @@ pub struct PodVolumeBackupStatus {
     #[serde(deserialize_with = "null_as_default")]
     pub phase: String,
     #[serde(deserialize_with = "null_as_default")]
+    /// Velero writes `snapshotID` (Go's initialism), not camelCase `snapshotId`.
+    #[serde(rename = "snapshotID")]
     pub snapshot_id: String,
 }
