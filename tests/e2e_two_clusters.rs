@@ -10,7 +10,6 @@
 #[path = "e2e_support/mod.rs"]
 mod e2e;
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use e2e::*;
@@ -495,54 +494,4 @@ async fn two_clusters_end_to_end() {
         latencies[latencies.len() - 1].as_millis()
     );
     assert!(p(0.99) < Duration::from_secs(5), "p99 {:?}", p(0.99));
-}
-
-/// MinIO of the bed, stopped and started again on the same port and data (read from /proc before stopping).
-struct MinioProcess {
-    pid: i32,
-    cmdline: Vec<String>,
-    environ: Vec<(String, String)>,
-}
-
-impl MinioProcess {
-    fn capture(bed: &TestBed) -> Self {
-        let pid = bed.minio_pid().expect("MinIO pid in the bed's pids file");
-        let split = |file: &str| -> Vec<String> {
-            let raw = std::fs::read(format!("/proc/{pid}/{file}")).expect("proc");
-            raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
-        };
-        let cmdline = split("cmdline");
-        let environ = split("environ")
-            .into_iter()
-            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-            .collect();
-        Self { pid, cmdline, environ }
-    }
-
-    fn stop(&self) {
-        // SAFETY: signalling the bed's MinIO process.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::path::Path::new(&format!("/proc/{}", self.pid)).exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn start(&self, bed: &TestBed) {
-        let child = std::process::Command::new(&self.cmdline[0])
-            .args(&self.cmdline[1..])
-            .env_clear()
-            .envs(self.environ.iter().cloned())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("restart MinIO");
-        // Let down.sh stop it too (same line format as up.sh's: name pid start-time).
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
-        let start_time =
-            stat.rsplit_once(") ").map(|(_, r)| r).and_then(|r| r.split_whitespace().nth(19)).unwrap_or("0");
-        let mut pids = std::fs::OpenOptions::new().append(true).open(bed.state.path().join("pids")).expect("pids");
-        writeln!(pids, "minio-restarted {} {start_time}", child.id()).expect("pids");
-        std::mem::forget(child);
-    }
 }

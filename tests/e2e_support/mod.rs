@@ -167,6 +167,11 @@ pub struct Ferry {
 impl Ferry {
     /// Writes the PKI and the config (`mappings` is YAML for `namespaceMappings`), starts the coordinator.
     pub fn start(bed: &TestBed, mappings: &str) -> Self {
+        Self::start_with(bed, mappings, "")
+    }
+
+    /// As [`Ferry::start`], with `extra` (top-level YAML keys) appended to the config.
+    pub fn start_with(bed: &TestBed, mappings: &str, extra: &str) -> Self {
         let dir = tempfile::Builder::new().prefix("ferry-e2e-run-").tempdir().expect("dir");
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         certs::write_all(&CertsSpec {
@@ -204,6 +209,7 @@ coordinator:
   catalogRefreshInterval: 1s
   debounce: 50ms
   tls: {{ca: pki/ca.pem, cert: pki/coordinator.pem, key: pki/coordinator-key.pem}}
+{extra}
 "#,
             bucket = bed.bucket(),
             endpoint = bed.var("FERRY_TESTBED_S3_ENDPOINT"),
@@ -454,6 +460,19 @@ pub fn gzip_json(value: &Value) -> Vec<u8> {
     encoder.finish().expect("gzip")
 }
 
+/// Deletes every object of a backup's folder, as `velero backup delete` (or Velero's GC) does in the bucket.
+pub async fn delete_backup_folder(bed: &TestBed, name: &str) {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let store = bed.store();
+    let prefix = ObjectPath::from(format!("{PREFIX}/backups/{name}/").as_str());
+    let keys: Vec<_> = store.objects.list(Some(&prefix)).map_ok(|m| m.location).try_collect().await.expect("list");
+    assert!(!keys.is_empty(), "backup {name} has objects to delete");
+    for key in keys {
+        store.objects.delete(&key).await.expect("delete");
+    }
+}
+
 /// Writes a backup's metadata and PVB file as Velero does (PVB file first: the metadata's presence is what
 /// makes a backup exist).
 pub async fn put_backup(bed: &TestBed, name: &str, backup: &Value, pvbs: &[Value]) {
@@ -465,5 +484,55 @@ pub async fn put_backup(bed: &TestBed, name: &str, backup: &Value, pvbs: &[Value
         (layout.key(name, BackupFile::Metadata), serde_json::to_vec_pretty(backup).expect("json")),
     ] {
         store.objects.put(&ObjectPath::from(key.as_str()), PutPayload::from(body)).await.expect("put");
+    }
+}
+
+/// MinIO of the bed, stopped and started again on the same port and data (read from /proc before stopping).
+pub struct MinioProcess {
+    pid: i32,
+    cmdline: Vec<String>,
+    environ: Vec<(String, String)>,
+}
+
+impl MinioProcess {
+    pub fn capture(bed: &TestBed) -> Self {
+        let pid = bed.minio_pid().expect("MinIO pid in the bed's pids file");
+        let split = |file: &str| -> Vec<String> {
+            let raw = std::fs::read(format!("/proc/{pid}/{file}")).expect("proc");
+            raw.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+        };
+        let cmdline = split("cmdline");
+        let environ = split("environ")
+            .into_iter()
+            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        Self { pid, cmdline, environ }
+    }
+
+    pub fn stop(&self) {
+        // SAFETY: signalling the bed's MinIO process.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{}", self.pid)).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn start(&self, bed: &TestBed) {
+        let child = std::process::Command::new(&self.cmdline[0])
+            .args(&self.cmdline[1..])
+            .env_clear()
+            .envs(self.environ.iter().cloned())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("restart MinIO");
+        // Let down.sh stop it too (same line format as up.sh's: name pid start-time).
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        let start_time =
+            stat.rsplit_once(") ").map(|(_, r)| r).and_then(|r| r.split_whitespace().nth(19)).unwrap_or("0");
+        let mut pids = std::fs::OpenOptions::new().append(true).open(bed.state.path().join("pids")).expect("pids");
+        writeln!(pids, "minio-restarted {} {start_time}", child.id()).expect("pids");
+        std::mem::forget(child);
     }
 }
