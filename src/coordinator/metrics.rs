@@ -59,7 +59,7 @@ pub fn render(status: &GetStatusResponse) -> String {
         "BSLs through which the cluster gets nothing: read-write on another cluster's location, or not granted.",
         clusters.iter().map(|c| (cluster(&c.cluster), c.refused_storage_locations as f64)).collect(),
     );
-    let counts: [(&str, CountOf); 8] = [
+    let counts: [(&str, CountOf); 10] = [
         ("desired", |c| c.desired),
         ("applied", |c| c.applied),
         ("failed", |c| c.failed),
@@ -68,6 +68,8 @@ pub fn render(status: &GetStatusResponse) -> String {
         ("held", |c| c.held),
         ("conflict", |c| c.conflicts),
         ("agent_refused", |c| c.agent_refused),
+        ("retire", |c| c.retiring),
+        ("would_retire", |c| c.would_retire),
     ];
     family(
         "ferry_cluster_items",
