@@ -101,3 +101,34 @@ fn a_tarball_over_the_size_limit_is_an_item_error_not_an_empty_list_in_disguise(
     assert!(error.starts_with("legacy volume backups not read: is "), "{error}");
     assert!(error.ends_with("bytes, over the limit of 1024 (catalog.maxObjectBytes); not downloaded"), "{error}");
 }
+
+#[test]
+fn describe_shows_a_legacy_backups_volume_backups_and_nothing_for_a_regular_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = legacy_bucket(dir.path(), "");
+    let describe = |backup: &str, output: &[&str]| {
+        let mut args = vec!["describe", "backup", backup, "--config", &config];
+        args.extend_from_slice(output);
+        stdout(&ferry(&args))
+    };
+    let json: Value = serde_json::from_str(&describe(LEGACY, &["-o", "json"])).unwrap();
+    let volume = |ns: &str, pod: &str, id: &str| json!({"podNamespace": ns, "podName": pod, "volume": "data", "snapshotId": id, "source": "from pod annotation"});
+    assert_eq!(
+        json["legacyVolumeBackups"],
+        json!([
+            volume("inventory", "web-cxb44hw8cw-nbqgv", "338b93b5"),
+            volume("web-store", "api-cwhtnsgk7z-9k6xw", "65438acb"),
+            volume("web-store", "web-zk4vsfmtwc-w4wls", "847b830d"),
+        ])
+    );
+    assert_eq!(json["podVolumeBackups"], json!([]));
+    assert!(json.get("legacyVolumeBackupsError").is_none_or(Value::is_null), "{json}");
+    let table = describe(LEGACY, &[]);
+    assert!(table.contains("LEGACY VOLUME BACKUPS (3; from pod annotations"), "{table}");
+    assert!(table.contains("web-store/web-zk4vsfmtwc-w4wls   data     847b830d      from pod annotation"), "{table}");
+
+    let regular: Value = serde_json::from_str(&describe(REGULAR, &["-o", "json"])).unwrap();
+    assert_eq!(regular["legacyVolumeBackups"], json!([]));
+    assert_eq!(regular["podVolumeBackups"].as_array().map(Vec::len), Some(3));
+    assert!(!describe(REGULAR, &[]).contains("LEGACY VOLUME BACKUPS"));
+}

@@ -11,8 +11,10 @@ use std::time::SystemTime;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
+use ferry::bucket::{self, Loader};
 use ferry::config::LoadedConfig;
 use ferry::coordinator::describe::{ClusterRecords, describe_backup};
+use ferry::coordinator::legacy_volumes::add_legacy_volume_backups;
 use ferry::grpc::convert::desired_set;
 use ferry::grpc::proto::{
     ApplyOutcome, DescribeBackupRequest, DescribeBackupResponse, DescribedBackup, DescribedCluster, DescribedItem,
@@ -106,7 +108,21 @@ async fn describe_offline(
             results: &no_results,
         })
         .collect();
-    Ok(describe_backup(name, &catalogs, &records)?)
+    let mut described = describe_backup(name, &catalogs, &records)?;
+    add_legacy_volume_backups(&mut described, &loaders(config)?).await;
+    Ok(described)
+}
+
+/// A loader per location, for what a description reads on demand.
+fn loaders(config: &LoadedConfig) -> anyhow::Result<Vec<Loader>> {
+    let catalog = &config.config.catalog;
+    let mut loaders = Vec::new();
+    for location in &config.config.locations {
+        let store = bucket::open(&config.store_config(location))?;
+        let domain = config.location(location, store.kind, &store.bucket);
+        loaders.push(Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()));
+    }
+    Ok(loaders)
 }
 
 /// The kinds a description looks at, out of a recorded inventory.
@@ -128,6 +144,11 @@ pub struct DescribeView {
     pub backup: Option<BackupView>,
     /// The entries of its PVB file.
     pub pod_volume_backups: Vec<PodVolumeBackupView>,
+    /// Only for a backup without a PVB file: its Pods' `snapshot.velero.io/<volume>` annotations (Velero's
+    /// restore reads them itself; no PodVolumeBackup is created for them).
+    pub legacy_volume_backups: Vec<LegacyVolumeBackupView>,
+    /// Why its tarball (or a Pod in it) could not be read for them.
+    pub legacy_volume_backups_error: Option<String>,
     /// Bad objects under the backup's folder (skipped by the catalog).
     pub bucket_errors: Vec<BucketErrorView>,
     /// Every cluster that holds something of it or has something planned for it.
@@ -183,6 +204,17 @@ pub struct PodVolumeBackupView {
     pub total_bytes: Option<u64>,
     pub bytes_done: Option<u64>,
     pub uploader_type: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyVolumeBackupView {
+    pub pod_namespace: String,
+    pub pod_name: String,
+    pub volume: String,
+    pub snapshot_id: String,
+    /// `from pod annotation`.
+    pub source: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -288,18 +320,32 @@ fn object_name(r: &ObjectRef) -> String {
 
 impl From<DescribeBackupResponse> for DescribeView {
     fn from(r: DescribeBackupResponse) -> Self {
-        let (backup, pod_volume_backups) = match r.bucket {
+        let (backup, pod_volume_backups, legacy_volume_backups, legacy_volume_backups_error) = match r.bucket {
             Some(b) => {
                 let pvbs = b.pod_volume_backups.iter().cloned().map(PodVolumeBackupView::from).collect();
-                (Some(BackupView::from(b)), pvbs)
+                let legacy = b
+                    .legacy_volume_backups
+                    .iter()
+                    .map(|v| LegacyVolumeBackupView {
+                        pod_namespace: v.pod_namespace.clone(),
+                        pod_name: v.pod_name.clone(),
+                        volume: v.volume.clone(),
+                        snapshot_id: v.snapshot_id.clone(),
+                        source: v.source.clone(),
+                    })
+                    .collect();
+                let legacy_error = some(b.legacy_volume_backups_error.clone());
+                (Some(BackupView::from(b)), pvbs, legacy, legacy_error)
             }
-            None => (None, Vec::new()),
+            None => (None, Vec::new(), Vec::new(), None),
         };
         Self {
             name: r.name,
             caller: some(r.caller),
             backup,
             pod_volume_backups,
+            legacy_volume_backups,
+            legacy_volume_backups_error,
             bucket_errors: r
                 .bucket_errors
                 .into_iter()
@@ -505,6 +551,30 @@ pub fn render(view: &DescribeView) -> String {
             ]);
         }
         out.push_str(&table.render("  "));
+    }
+
+    if !view.legacy_volume_backups.is_empty() || view.legacy_volume_backups_error.is_some() {
+        let _ = writeln!(
+            out,
+            "\nLEGACY VOLUME BACKUPS ({}; from pod annotations: Velero's restore reads them itself, no PodVolumeBackup \
+             is created)",
+            view.legacy_volume_backups.len()
+        );
+        if let Some(error) = &view.legacy_volume_backups_error {
+            let _ = writeln!(out, "  ERROR {error}");
+        }
+        if !view.legacy_volume_backups.is_empty() {
+            let mut table = Table::new(&["POD", "VOLUME", "SNAPSHOT ID", "SOURCE"]);
+            for v in &view.legacy_volume_backups {
+                table.row(vec![
+                    format!("{}/{}", v.pod_namespace, v.pod_name),
+                    v.volume.clone(),
+                    v.snapshot_id.clone(),
+                    v.source.clone(),
+                ]);
+            }
+            out.push_str(&table.render("  "));
+        }
     }
 
     for c in &view.clusters {

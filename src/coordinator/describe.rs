@@ -149,6 +149,9 @@ fn describe_bucket_backup(holding: &[(&LocationCatalog, &CatalogBackup)]) -> Des
         pod_volume_backups: entry.pod_volume_backups.objects().iter().map(describe_file_pod_volume_backup).collect(),
         pod_volume_backups_key,
         pod_volume_backups_error: entry.pod_volume_backups_error.clone().unwrap_or_default(),
+        // Read on demand by the caller (`coordinator::legacy_volumes`): assembling a description does no IO.
+        legacy_volume_backups: Vec::new(),
+        legacy_volume_backups_error: String::new(),
     }
 }
 

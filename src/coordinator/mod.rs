@@ -12,6 +12,7 @@ pub mod describe;
 mod fuzz;
 pub mod http;
 pub mod hub;
+pub mod legacy_volumes;
 pub mod metrics;
 pub mod settings;
 pub mod status;
@@ -153,6 +154,7 @@ pub async fn start(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let mut tasks = Vec::new();
+    let describe_loaders = loaders.clone();
     for (index, loader) in loaders.into_iter().enumerate() {
         tasks.push(tokio::spawn(refresh_location(hub.clone(), index, loader, shutdown_rx.clone())));
     }
@@ -162,7 +164,8 @@ pub async fn start(
         Transport::Mtls { tls, trust_domain } => (Authentication::Certificate { trust_domain }, Some(tls)),
         Transport::InsecureDev { trust_domain } => (Authentication::InsecureDev { trust_domain }, None),
     };
-    let service = FederationService::new(hub.clone(), authentication, shutdown_rx.clone(), plan_options);
+    let service = FederationService::new(hub.clone(), authentication, shutdown_rx.clone(), plan_options)
+        .with_loaders(describe_loaders);
     let mut builder = Server::builder()
         // HTTP/2 pings find dead peers (a killed agent, a vanished NAT entry) that TCP alone notices late.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))

@@ -26,8 +26,10 @@ use super::proto::{
     GetStatusResponse, Goodbye, PlanRequest, PlanResponse, Snapshot,
 };
 use super::rate_limit::TokenBucket;
+use crate::bucket::Loader;
 use crate::coordinator::cluster::CheckedItems;
 use crate::coordinator::hub::{Hub, HubError, SessionHandle};
+use crate::coordinator::legacy_volumes;
 use crate::plan::PlanOptions;
 
 /// The metadata key that carries the caller's identity when TLS is off (`--insecure-dev` only).
@@ -53,6 +55,8 @@ pub struct FederationService {
     shutdown: watch::Receiver<bool>,
     /// Options for the `Plan` rpc (the clock is read per call).
     plan_options: PlanOptions,
+    /// The locations' loaders, for what `DescribeBackup` reads on demand (a legacy backup's tarball).
+    loaders: Arc<Vec<Loader>>,
 }
 
 impl FederationService {
@@ -62,7 +66,13 @@ impl FederationService {
         shutdown: watch::Receiver<bool>,
         plan_options: PlanOptions,
     ) -> Self {
-        Self { hub, authentication, shutdown, plan_options }
+        Self { hub, authentication, shutdown, plan_options, loaders: Arc::new(Vec::new()) }
+    }
+
+    /// The same service, able to read the locations on demand (`DescribeBackup`).
+    pub fn with_loaders(mut self, loaders: Vec<Loader>) -> Self {
+        self.loaders = Arc::new(loaders);
+        self
     }
 
     /// The tonic service with ferry's message size limits on both directions.
@@ -163,6 +173,7 @@ impl Federation for FederationService {
         let mut described =
             self.hub.describe_backup(name, SystemTime::now()).map_err(|e| Status::not_found(e.to_string()))?;
         described.caller = role.to_string();
+        legacy_volumes::add_legacy_volume_backups(&mut described, &self.loaders).await;
         Ok(Response::new(described))
     }
 }
