@@ -2,6 +2,8 @@
 //! Velero and OADP, so no typed structs are needed), objects created with field manager `ferry`, ferry's own
 //! objects re-applied with server-side apply, and events.k8s.io Events recorded about them.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ObjectReference as KubeObjectRef;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
@@ -48,6 +50,32 @@ impl KubeApi {
     }
 }
 
+/// Retries the API server's "slow down" — 429 (API Priority and Fairness, or a client rate limit in front of it)
+/// and 503 — with jittered exponential backoff, up to about 6 s in all; any other outcome returns at once.
+async fn with_backoff<T, F, Fut>(call: F) -> Result<T, kube::Error>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = Duration::from_millis(100);
+    for _ in 0..6 {
+        match call().await {
+            Err(kube::Error::Api(status)) if status.code == 429 || status.code == 503 => {
+                let jitter = delay.mul_f64(0.5 * crate::grpc::backoff::unit_random());
+                tracing::debug!(
+                    code = status.code,
+                    delay_ms = (delay + jitter).as_millis() as u64,
+                    "API server asks to slow down"
+                );
+                tokio::time::sleep(delay + jitter).await;
+                delay *= 2;
+            }
+            other => return other,
+        }
+    }
+    call().await
+}
+
 fn api_error(e: kube::Error) -> ApiError {
     match &e {
         kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists" => ApiError::AlreadyExists,
@@ -66,7 +94,8 @@ fn to_value(object: DynamicObject) -> Result<Value, ApiError> {
 #[async_trait::async_trait]
 impl ClusterApi for KubeApi {
     async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
-        match self.api(r).get_opt(&r.name).await.map_err(api_error)? {
+        let api = self.api(r);
+        match with_backoff(|| api.get_opt(&r.name)).await.map_err(api_error)? {
             Some(object) => Ok(Some(to_value(object)?)),
             None => Ok(None),
         }
@@ -76,12 +105,15 @@ impl ClusterApi for KubeApi {
         let object: DynamicObject =
             serde_json::from_value(object.clone()).map_err(|e| ApiError::Other(e.to_string()))?;
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-        to_value(self.api(r).create(&params, &object).await.map_err(api_error)?)
+        let api = self.api(r);
+        to_value(with_backoff(|| api.create(&params, &object)).await.map_err(api_error)?)
     }
 
     async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
         let params = PatchParams::apply(FIELD_MANAGER);
-        to_value(self.api(r).patch(&r.name, &params, &Patch::Apply(object)).await.map_err(api_error)?)
+        let api = self.api(r);
+        let patch = Patch::Apply(object);
+        to_value(with_backoff(|| api.patch(&r.name, &params, &patch)).await.map_err(api_error)?)
     }
 
     async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError> {
@@ -89,7 +121,8 @@ impl ClusterApi for KubeApi {
             Preconditions { uid: Some(uid.to_string()), resource_version: Some(resource_version.to_string()) };
         // Background: the API server's garbage collector removes what the object owns (a Backup's PVBs).
         let params = DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() };
-        self.api(r).delete(&r.name, &params).await.map_err(api_error)?;
+        let api = self.api(r);
+        with_backoff(|| api.delete(&r.name, &params)).await.map_err(api_error)?;
         Ok(())
     }
 

@@ -29,7 +29,7 @@ use crate::grpc::convert::{is_required, watched_types};
 use crate::grpc::proto::{ApplyOutcome, ApplyResult, DesiredSet, InventoryItem, ItemResult, ResourceType};
 use discovery::ApiState;
 use kube_api::KubeApi;
-use reconcile::{Memory, reconcile};
+use reconcile::{Memory, reconcile_with};
 use watch::{Update, Watches};
 
 /// How the agent runs.
@@ -46,6 +46,8 @@ pub struct AgentOptions {
     /// Namespaces no NonAdminBackup may go into, on top of `default`, `kube-*`, `openshift-*` and the Velero
     /// namespace (the agent refuses such items whatever the coordinator says).
     pub protected_namespaces: Vec<String>,
+    /// Items of one dependency layer applied at once.
+    pub apply_concurrency: usize,
     /// Where to serve `/healthz`, `/readyz` and `/metrics` (plain HTTP), if anywhere.
     pub http_listener: Option<tokio::net::TcpListener>,
 }
@@ -149,7 +151,7 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
         };
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
         let cached = index::Cached { index: &index, api: &api };
-        let results = reconcile(&cached, &guard, &set, &mut memory).await;
+        let results = reconcile_with(&cached, &guard, &set, &mut memory, options.apply_concurrency).await;
         needs_retry = results.iter().any(|r| {
             let outcome = ApplyOutcome::try_from(r.outcome).unwrap_or(ApplyOutcome::Unspecified);
             matches!(outcome, ApplyOutcome::Held | ApplyOutcome::Failed)

@@ -13,6 +13,12 @@ use crate::grpc::proto::DesiredItem;
 /// waits-for cycle, which the planner never produces, is logged and the set is applied in input order (every
 /// item still checks its own prerequisites, so nothing is applied early).
 pub fn apply_order(items: &[DesiredItem]) -> Vec<usize> {
+    apply_layers(items).into_iter().flatten().collect()
+}
+
+/// The same order as layers: no item of a layer waits on another of the same layer, so each layer can be
+/// applied concurrently. A waits-for cycle gives one layer per item, in input order.
+pub fn apply_layers(items: &[DesiredItem]) -> Vec<Vec<usize>> {
     let index: HashMap<ObjectKey, usize> = items
         .iter()
         .enumerate()
@@ -28,10 +34,10 @@ pub fn apply_order(items: &[DesiredItem]) -> Vec<usize> {
         })
         .collect();
     match dag_order(&graph) {
-        Ok(layers) => layers.into_iter().flatten().collect(),
+        Ok(layers) => layers,
         Err(e) => {
             tracing::warn!(error = %e, "waits-for cycle in a DesiredSet; applying in input order");
-            (0..items.len()).collect()
+            (0..items.len()).map(|i| vec![i]).collect()
         }
     }
 }

@@ -4,12 +4,15 @@
 //! [`ClusterApi`] trait so this logic reads the same against the real API server (`kube_api.rs`, e2e tests)
 //! and in unit tests.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+
+use futures::StreamExt;
 
 use serde_json::Value;
 
 use super::guard::Guard;
-use super::order::apply_order;
+use super::order::apply_layers;
 use crate::coordinator::cluster::ObjectKey;
 use crate::grpc::proto::{ApplyOutcome, DesiredAction, DesiredItem, DesiredSet, ItemResult, ObjectRef};
 use crate::model::labels;
@@ -68,50 +71,147 @@ impl Memory {
     }
 }
 
+/// Items of one dependency layer applied at once, unless configured otherwise (`--apply-concurrency`): the API
+/// server takes some hundreds of creates a second from a few dozen connections, one at a time far fewer.
+pub const DEFAULT_APPLY_CONCURRENCY: usize = 32;
+
+/// What one pass shares between the items applied concurrently. The locks are never held across an await.
+struct Pass<'a> {
+    set: &'a DesiredSet,
+    /// Objects read or written in this pass (prerequisites, and what was just created: a PVB takes its Backup's
+    /// UID from the create response, not from the watch).
+    live: Mutex<HashMap<ObjectKey, Value>>,
+    memory: Mutex<&'a mut Memory>,
+    /// What was created, per backup and namespace, for one Event each (not one per object).
+    created: Mutex<BTreeMap<(String, String), Created>>,
+}
+
+/// The objects of one backup created in one namespace in a pass.
+struct Created {
+    /// The object the Event is about: the Backup if it was created, else the first created.
+    about: ObjectRef,
+    uid: Option<String>,
+    source: String,
+    objects: Vec<String>,
+}
+
+impl Pass<'_> {
+    fn first_time(&self, r: &ObjectRef, reason: &str) -> bool {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner()).first_time(&self.set.version, r, reason)
+    }
+
+    fn live(&self, key: &ObjectKey) -> Option<Value> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
+    }
+
+    fn remember(&self, r: &ObjectRef, object: Value) {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(ObjectKey::of_ref(r), object);
+    }
+
+    fn applied(&self, key: &ObjectKey) -> Option<u64> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner()).applied.get(key).copied()
+    }
+
+    fn set_applied(&self, key: ObjectKey, hash: u64) {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner()).applied.insert(key, hash);
+    }
+
+    fn record_created(&self, item: &DesiredItem, r: &ObjectRef, created: &Value, desired: &Value) {
+        let uid = created.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+        let mut all = self.created.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = all.entry((item.backup.clone(), r.namespace.clone())).or_insert_with(|| Created {
+            about: r.clone(),
+            uid: uid.clone(),
+            source: source_of(desired),
+            objects: Vec::new(),
+        });
+        if r.kind == "Backup" {
+            entry.about = r.clone();
+            entry.uid = uid;
+        }
+        entry.objects.push(describe(r));
+    }
+}
+
 /// Applies `set` once. Returns one result per item it acted on (REFUSE and CONFLICT items of the plan are
 /// not applied and get no result: the coordinator already knows them).
 pub async fn reconcile(api: &dyn ClusterApi, guard: &Guard, set: &DesiredSet, memory: &mut Memory) -> Vec<ItemResult> {
+    reconcile_with(api, guard, set, memory, DEFAULT_APPLY_CONCURRENCY).await
+}
+
+/// [`reconcile`], with up to `concurrency` items of one dependency layer in flight (Backup → PVBs → NAB:
+/// a layer never waits on an item of its own).
+pub async fn reconcile_with(
+    api: &dyn ClusterApi,
+    guard: &Guard,
+    set: &DesiredSet,
+    memory: &mut Memory,
+    concurrency: usize,
+) -> Vec<ItemResult> {
     memory.keep_only(&set.version);
-    let mut live: HashMap<ObjectKey, Value> = HashMap::new();
-    let mut results = Vec::new();
-    for index in apply_order(&set.items) {
-        let item = &set.items[index];
-        let Some(r) = item.r#ref.clone() else { continue };
-        let action = DesiredAction::try_from(item.action).unwrap_or(DesiredAction::Unspecified);
-        match action {
-            DesiredAction::Create | DesiredAction::Wait => {
-                let (outcome, message) = apply_item(api, guard, set, item, &r, &mut live, memory).await;
-                results.push(ItemResult { r#ref: Some(r), outcome: outcome as i32, message });
-            }
-            DesiredAction::Refuse | DesiredAction::Conflict => {
-                let reason = if action == DesiredAction::Refuse { "FerryRefused" } else { "FerryConflict" };
-                if memory.first_time(&set.version, &r, reason) {
-                    let note = format!("backup {}: {}", item.backup, item.reason);
-                    api.event(&r, None, reason, &note, true).await;
-                }
-            }
-            DesiredAction::Retire => {
-                let (outcome, message) = super::retire::retire(api, guard, item, &r).await;
-                if outcome != ApplyOutcome::Applied && memory.first_time(&set.version, &r, "FerryRetireSkipped") {
-                    tracing::warn!(object = %describe(&r), reason = %message, "not retired");
-                }
-                results.push(ItemResult { r#ref: Some(r), outcome: outcome as i32, message });
-            }
-            // Report mode: shown in status from the set itself; nothing to do here.
-            DesiredAction::WouldRetire | DesiredAction::Unspecified => {}
-        }
+    let pass = Pass {
+        set,
+        live: Mutex::new(HashMap::new()),
+        memory: Mutex::new(memory),
+        created: Mutex::new(BTreeMap::new()),
+    };
+    let mut results: Vec<(usize, ItemResult)> = Vec::new();
+    for layer in apply_layers(&set.items) {
+        let done: Vec<Option<(usize, ItemResult)>> = futures::stream::iter(layer)
+            .map(|index| {
+                let pass = &pass;
+                async move { one_item(api, guard, pass, index).await.map(|result| (index, result)) }
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        results.extend(done.into_iter().flatten());
     }
-    results
+    let created = std::mem::take(&mut *pass.created.lock().unwrap_or_else(|p| p.into_inner()));
+    for ((backup, _), c) in created {
+        let note = format!("created by ferry from backup {backup} ({}): {}", c.source, c.objects.join(", "));
+        api.event(&c.about, c.uid.as_deref(), "FerryCreated", &note, false).await;
+    }
+    results.sort_by_key(|(index, _)| *index);
+    results.into_iter().map(|(_, result)| result).collect()
+}
+
+/// One item of the set: its result, if it gets one.
+async fn one_item(api: &dyn ClusterApi, guard: &Guard, pass: &Pass<'_>, index: usize) -> Option<ItemResult> {
+    let item = &pass.set.items[index];
+    let r = item.r#ref.clone()?;
+    let action = DesiredAction::try_from(item.action).unwrap_or(DesiredAction::Unspecified);
+    match action {
+        DesiredAction::Create | DesiredAction::Wait => {
+            let (outcome, message) = apply_item(api, guard, pass, item, &r).await;
+            Some(ItemResult { r#ref: Some(r), outcome: outcome as i32, message })
+        }
+        DesiredAction::Refuse | DesiredAction::Conflict => {
+            let reason = if action == DesiredAction::Refuse { "FerryRefused" } else { "FerryConflict" };
+            if pass.first_time(&r, reason) {
+                let note = format!("backup {}: {}", item.backup, item.reason);
+                api.event(&r, None, reason, &note, true).await;
+            }
+            None
+        }
+        DesiredAction::Retire => {
+            let (outcome, message) = super::retire::retire(api, guard, item, &r).await;
+            if outcome != ApplyOutcome::Applied && pass.first_time(&r, "FerryRetireSkipped") {
+                tracing::warn!(object = %describe(&r), reason = %message, "not retired");
+            }
+            Some(ItemResult { r#ref: Some(r), outcome: outcome as i32, message })
+        }
+        // Report mode: shown in status from the set itself; nothing to do here.
+        DesiredAction::WouldRetire | DesiredAction::Unspecified => None,
+    }
 }
 
 async fn apply_item(
     api: &dyn ClusterApi,
     guard: &Guard,
-    set: &DesiredSet,
+    pass: &Pass<'_>,
     item: &DesiredItem,
     r: &ObjectRef,
-    live: &mut HashMap<ObjectKey, Value>,
-    memory: &mut Memory,
 ) -> (ApplyOutcome, String) {
     // What the coordinator sent is checked before anything is read or written for it.
     let body: Option<Value> = match item.raw_json.is_empty() {
@@ -123,7 +223,7 @@ async fn apply_item(
     };
     if let Some(why) = guard.refusal(item, r, body.as_ref()) {
         let note = format!("not applied: {why}");
-        if memory.first_time(&set.version, r, "FerryAgentRefused") {
+        if pass.first_time(r, "FerryAgentRefused") {
             tracing::warn!(object = %describe(r), reason = %why, "refused an item from the coordinator");
             api.event(r, None, "FerryAgentRefused", &note, true).await;
         }
@@ -133,8 +233,8 @@ async fn apply_item(
     let mut backup_uid = None;
     for prerequisite in &item.waits_for {
         let key = ObjectKey::of_ref(prerequisite);
-        let found = match live.get(&key) {
-            Some(v) => Some(v.clone()),
+        let found = match pass.live(&key) {
+            Some(v) => Some(v),
             None => match api.get(prerequisite).await {
                 Ok(found) => found,
                 Err(e) => return (ApplyOutcome::Failed, format!("reading {}: {e}", describe(prerequisite))),
@@ -146,7 +246,7 @@ async fn apply_item(
         if prerequisite.kind == "Backup" {
             backup_uid = found.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
         }
-        live.insert(key, found);
+        pass.remember(prerequisite, found);
     }
     let Some(mut object) = body else {
         let why =
@@ -164,29 +264,28 @@ async fn apply_item(
         Err(e) => return (ApplyOutcome::Failed, format!("reading {}: {e}", describe(r))),
     };
     let outcome = match existing {
-        Some(existing) => update_existing(api, set, r, &object, existing, live, memory).await,
+        Some(existing) => update_existing(api, pass, r, &object, existing).await,
         None => match api.create(r, &object).await {
             Ok(created) => {
-                memory.applied.insert(ObjectKey::of_ref(r), content_hash(&object));
-                let uid = created.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
-                let note = format!("created by ferry from backup {} ({})", item.backup, source_of(&object));
-                api.event(r, uid.as_deref(), "FerryCreated", &note, false).await;
+                pass.set_applied(ObjectKey::of_ref(r), content_hash(&object));
+                pass.record_created(item, r, &created, &object);
                 if let Some(hint) = annotation(&object, labels::FERRY_RESTORE_HINT) {
-                    api.event(r, uid.as_deref(), "FerryNamespaceMapped", &hint, true).await;
+                    let uid = created.pointer("/metadata/uid").and_then(Value::as_str);
+                    api.event(r, uid, "FerryNamespaceMapped", &hint, true).await;
                 }
-                live.insert(ObjectKey::of_ref(r), created);
+                pass.remember(r, created);
                 (ApplyOutcome::Applied, String::new())
             }
             // Someone (Velero's or NAC's own sync) created it between our read and our create.
             Err(ApiError::AlreadyExists) => match api.get_fresh(r).await {
-                Ok(Some(existing)) => update_existing(api, set, r, &object, existing, live, memory).await,
+                Ok(Some(existing)) => update_existing(api, pass, r, &object, existing).await,
                 Ok(None) => (ApplyOutcome::Failed, "created concurrently and deleted again; will retry".into()),
                 Err(e) => (ApplyOutcome::Failed, format!("reading {}: {e}", describe(r))),
             },
             Err(e) => (ApplyOutcome::Failed, e.to_string()),
         },
     };
-    if outcome.0 == ApplyOutcome::Failed && memory.first_time(&set.version, r, "FerryApplyFailed") {
+    if outcome.0 == ApplyOutcome::Failed && pass.first_time(r, "FerryApplyFailed") {
         api.event(r, None, "FerryApplyFailed", &outcome.1, true).await;
     }
     outcome
@@ -194,18 +293,16 @@ async fn apply_item(
 
 async fn update_existing(
     api: &dyn ClusterApi,
-    set: &DesiredSet,
+    pass: &Pass<'_>,
     r: &ObjectRef,
     desired: &Value,
     existing: Value,
-    live: &mut HashMap<ObjectKey, Value>,
-    memory: &mut Memory,
 ) -> (ApplyOutcome, String) {
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
     // Velero's or NAC's own sync got there first with this same backup: that is the item done, not a conflict
     // (and never ours to change).
     if !is_ferrys(&existing) && same_backup(r, desired, &existing) {
-        live.insert(ObjectKey::of_ref(r), existing);
+        pass.remember(r, existing);
         return (ApplyOutcome::Applied, "made by Velero's or NAC's own sync; left as it is".into());
     }
     if !is_ferrys(&existing) {
@@ -215,27 +312,27 @@ async fn update_existing(
             labels::FERRY_MANAGED_BY,
             labels::FERRY_MANAGED_BY_VALUE
         );
-        if memory.first_time(&set.version, r, "FerryConflict") {
+        if pass.first_time(r, "FerryConflict") {
             api.event(r, uid.as_deref(), "FerryConflict", &note, true).await;
         }
-        live.insert(ObjectKey::of_ref(r), existing);
+        pass.remember(r, existing);
         return (ApplyOutcome::Conflict, note);
     }
     // NAC rewrites a synced NAB's spec with defaults; re-applying ours would fight it forever.
     if r.kind == "NonAdminBackup" {
-        live.insert(ObjectKey::of_ref(r), existing);
+        pass.remember(r, existing);
         return (ApplyOutcome::Applied, String::new());
     }
     let key = ObjectKey::of_ref(r);
     let hash = content_hash(desired);
-    if memory.applied.get(&key) == Some(&hash) {
-        live.insert(key, existing);
+    if pass.applied(&key) == Some(hash) {
+        pass.remember(r, existing);
         return (ApplyOutcome::Applied, String::new());
     }
     match api.apply(r, desired).await {
         Ok(applied) => {
-            memory.applied.insert(key.clone(), hash);
-            live.insert(key, applied);
+            pass.set_applied(key, hash);
+            pass.remember(r, applied);
             (ApplyOutcome::Applied, String::new())
         }
         Err(e) => (ApplyOutcome::Failed, e.to_string()),
@@ -329,6 +426,10 @@ mod tests {
     struct Memo {
         objects: Mutex<HashMap<ObjectKey, Value>>,
         events: Mutex<Vec<String>>,
+        /// Each create takes this long (to see how many are in flight at once).
+        create_delay: Option<std::time::Duration>,
+        in_flight: std::sync::atomic::AtomicUsize,
+        most_in_flight: std::sync::atomic::AtomicUsize,
     }
 
     #[async_trait::async_trait]
@@ -337,6 +438,13 @@ mod tests {
             Ok(self.objects.lock().unwrap().get(&ObjectKey::of_ref(r)).cloned())
         }
         async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if let Some(delay) = self.create_delay {
+                let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+                self.most_in_flight.fetch_max(now, SeqCst);
+                tokio::time::sleep(delay).await;
+                self.in_flight.fetch_sub(1, SeqCst);
+            }
             let mut objects = self.objects.lock().unwrap();
             if objects.contains_key(&ObjectKey::of_ref(r)) {
                 return Err(ApiError::AlreadyExists);
@@ -404,6 +512,48 @@ mod tests {
             raw_json: object.map(|o| serde_json::to_vec(&o).unwrap()).unwrap_or_default(),
             ..Default::default()
         }
+    }
+
+    #[tokio::test]
+    async fn one_layer_is_applied_concurrently_within_the_bound_and_created_objects_get_one_event_per_backup() {
+        let api = Memo { create_delay: Some(std::time::Duration::from_millis(20)), ..Default::default() };
+        let mut items = vec![item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b")))];
+        for i in 0..12 {
+            let name = format!("p{i}");
+            items.push(item(
+                DesiredAction::Create,
+                "PodVolumeBackup",
+                &name,
+                &[("Backup", "b")],
+                Some(ours("PodVolumeBackup", &name)),
+            ));
+        }
+        items.push(item(
+            DesiredAction::Create,
+            "NonAdminBackup",
+            "n",
+            &[("Backup", "b")],
+            Some(ours("NonAdminBackup", "n")),
+        ));
+        let set = DesiredSet { version: "v1".into(), items, ..Default::default() };
+        let results = reconcile_with(&api, &guard(), &set, &mut Memory::default(), 4).await;
+        assert_eq!(results.len(), 14);
+        assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
+        // Results in the set's order, whatever order they finished in.
+        let names: Vec<&str> = results.iter().map(|r| r.r#ref.as_ref().unwrap().name.as_str()).collect();
+        assert_eq!(names[0], "b");
+        assert_eq!(names[13], "n");
+        let most = api.most_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(most > 1 && most <= 4, "{most} creates in flight at once");
+        // Every PVB took its Backup's UID from the create response of the same pass.
+        let objects = api.objects.lock().unwrap();
+        let pvb = &objects[&ObjectKey::of_ref(&object_ref("PodVolumeBackup", "velero", "p7"))];
+        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], "uid-b");
+        // One FerryCreated per backup and namespace (velero: the Backup and its 12 PVBs; team-a: the NAB).
+        let events = api.events.lock().unwrap();
+        let mut created: Vec<&String> = events.iter().filter(|e| e.starts_with("FerryCreated")).collect();
+        created.sort();
+        assert_eq!(created, ["FerryCreated b", "FerryCreated n"], "{events:?}");
     }
 
     #[tokio::test]

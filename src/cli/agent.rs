@@ -44,6 +44,10 @@ pub struct AgentArgs {
     /// namespace (the coordinator's protectedNamespaces; the agent checks again what it is sent).
     #[arg(long, env = "FERRY_PROTECTED_NAMESPACES", value_delimiter = ',')]
     pub protected_namespaces: Vec<String>,
+    /// Items of one dependency layer (Backups, then PVBs, then NABs) applied at once; the API server's 429s
+    /// (API Priority and Fairness) are retried with backoff.
+    #[arg(long, env = "FERRY_APPLY_CONCURRENCY", default_value_t = ferry::agent::reconcile::DEFAULT_APPLY_CONCURRENCY)]
+    pub apply_concurrency: usize,
     /// /healthz, /readyz and /metrics address (plain HTTP); "" disables it.
     #[arg(long, env = "FERRY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     pub metrics_listen: String,
@@ -85,6 +89,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         retry_interval: args.retry_interval,
         discovery_interval: args.discovery_interval,
         protected_namespaces: args.protected_namespaces.clone(),
+        apply_concurrency: args.apply_concurrency,
         http_listener,
     };
     agent::run(options, async {
