@@ -383,7 +383,8 @@ mod tests {
         let b = cluster("b", on_b);
         let c = cluster("c", vec![json!({"kind": "Namespace", "metadata": {"name": "team-x"}})]);
 
-        let options = PlanOptions { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH, ..Default::default() };
+        let options =
+            PlanOptions { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH, ..Default::default() };
         let desired_b = desired_set(&plan_cluster(&catalogs, &b, &mappings(), &options), true);
         let desired_c = desired_set(&plan_cluster(&catalogs, &c, &mappings(), &options), true);
         let (objects_b, objects_c) = (objects(&b.inventory), objects(&c.inventory));
