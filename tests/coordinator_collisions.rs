@@ -6,7 +6,9 @@
 mod support;
 
 use ferry::grpc::convert::{inventory_item, watched_types};
-use ferry::grpc::proto::{DesiredAction, DesiredSet, GetStatusRequest, InventoryItem, LocationStatus};
+use ferry::grpc::proto::{
+    DescribeBackupRequest, DesiredAction, DesiredSet, GetStatusRequest, InventoryItem, LocationStatus,
+};
 use serde_json::json;
 use support::*;
 
@@ -67,6 +69,14 @@ async fn a_read_write_bsl_of_another_cluster_stops_the_location_everywhere_until
     let held = wait_desired(&reader, |d| collision_item(d).is_some()).await;
     assert_eq!(creates(&held), 0, "nothing new is materialized from a collided location: {held:#?}");
     assert!(collision_item(&held).is_some_and(|r| r.contains("cluster-c (BSL default)")), "{held:#?}");
+    // `ferry describe backup` says so in the backup's location section.
+    let described = operator
+        .describe_backup(DescribeBackupRequest { name: "manual-2".into() })
+        .await
+        .expect("describe")
+        .into_inner();
+    let locations = described.bucket.expect("in the bucket").locations;
+    assert!(locations[0].collision.starts_with("collision: location \"shared\""), "{locations:?}");
 
     // cluster-b's BSL turns read-write as well: two writers.
     reader.upsert(vec![bsl("dr-bsl", "")]);
