@@ -108,6 +108,18 @@ pub struct LocationCatalog {
     /// Set by the coordinator: the error of the last refresh when it failed (this catalog is then the previous
     /// one, kept; nothing is retired from it).
     pub refresh_error: Option<String>,
+    /// Set by the coordinator from every cluster's BSLs (`plan::collision`): more than one cluster writes here,
+    /// or one that is not `sourceCluster`. Nothing new is materialized from it and nothing retired meanwhile.
+    pub collision: Option<Collision>,
+}
+
+/// A location whose writers are not exactly its `sourceCluster` (ACM's BackupCollision, velero #627).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Collision {
+    /// The clusters holding a read-write BSL on the location, sorted.
+    pub writers: Vec<String>,
+    /// Why it is a collision and how to resolve it.
+    pub reason: String,
 }
 
 impl AsRef<LocationCatalog> for LocationCatalog {
@@ -127,6 +139,7 @@ impl LocationCatalog {
             listing: Listing::Complete,
             absences: absence::AbsenceLedger::default(),
             refresh_error: None,
+            collision: None,
         }
     }
 

@@ -179,6 +179,9 @@ pub struct LocationView {
     pub name: String,
     pub source_cluster: String,
     pub metadata_key: String,
+    /// Why the location is in a writer collision (nothing new of it is materialized); absent when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collision: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -363,7 +366,12 @@ impl From<DescribedBackup> for BackupView {
             locations: b
                 .locations
                 .into_iter()
-                .map(|l| LocationView { name: l.name, source_cluster: l.source_cluster, metadata_key: l.metadata_key })
+                .map(|l| LocationView {
+                    name: l.name,
+                    source_cluster: l.source_cluster,
+                    metadata_key: l.metadata_key,
+                    collision: some(l.collision),
+                })
                 .collect(),
             source_cluster: b.source_cluster,
             phase: b.phase,
@@ -518,6 +526,11 @@ pub fn render(view: &DescribeView) -> String {
                     ("PVB file", pvb_file),
                 ],
             );
+            for l in b.locations.iter() {
+                if let Some(collision) = &l.collision {
+                    let _ = writeln!(out, "  COLLISION in location {}: {collision}", l.name);
+                }
+            }
         }
         None => {
             fields(&mut out, "  ", &[("Name", view.name.clone())]);

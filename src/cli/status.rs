@@ -133,6 +133,12 @@ pub struct LocationView {
     /// Directories without `velero-backup.json` (half-written, or not Velero's).
     pub foreign_folders: u64,
     pub errors: Vec<LocationErrorView>,
+    /// Why the location is in a writer collision (nothing new is materialized from it); absent when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collision: Option<String>,
+    /// The clusters holding a read-write BSL on it, while in collision.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writers: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -213,6 +219,8 @@ impl From<LocationStatus> for LocationView {
             backups: l.backups,
             foreign_folders: l.foreign_folders,
             errors: l.errors.into_iter().map(|e| LocationErrorView { object: e.object, error: e.error }).collect(),
+            collision: Some(l.collision).filter(|c| !c.is_empty()),
+            writers: l.writers,
         }
     }
 }
@@ -286,7 +294,12 @@ pub fn render(view: &StatusView) -> String {
             l.backups.to_string(),
             l.errors.len().to_string(),
             l.foreign_folders.to_string(),
-            l.message.clone(),
+            // A collision stops the location for every cluster: it leads the message.
+            match (&l.collision, l.message.is_empty()) {
+                (Some(collision), true) => collision.clone(),
+                (Some(collision), false) => format!("{collision}; {}", l.message),
+                (None, _) => l.message.clone(),
+            },
         ]);
     }
     out.push_str(&locations.render(""));

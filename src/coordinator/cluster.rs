@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::grpc::convert::{ItemError, inventory_object, served_apis};
+use crate::grpc::convert::{ItemError, api_of, inventory_object, served_apis};
 use crate::grpc::proto::{
     ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
 };
@@ -239,6 +239,19 @@ impl ClusterRecord {
             if ours {
                 inventory.insert(object.clone());
             }
+        }
+        ClusterState { inventory, ..self.config.clone() }
+    }
+
+    /// Only the BSLs (for writer collisions, taken of every cluster whenever one's BSLs change): a range of
+    /// `objects`, never a walk over the whole inventory.
+    pub fn storage_location_view(&self) -> ClusterState {
+        const KIND: &str = "BackupStorageLocation";
+        let group = api_of(KIND).map_or("", |(group, _)| group);
+        let first = ObjectKey { group: group.into(), kind: KIND.into(), namespace: String::new(), name: String::new() };
+        let mut inventory = Inventory::default();
+        for (_, object) in self.objects.range(first..).take_while(|(k, _)| k.group == group && k.kind == KIND) {
+            inventory.insert(object.clone());
         }
         ClusterState { inventory, ..self.config.clone() }
     }

@@ -115,6 +115,7 @@ fn describe_bucket_backup(holding: &[(&LocationCatalog, &CatalogBackup)]) -> Des
             name: catalog.location.name.clone(),
             source_cluster: catalog.location.source_cluster.clone(),
             metadata_key: Layout::new(&catalog.location.prefix).key(&holding[0].1.name, BackupFile::Metadata),
+            collision: catalog.collision.as_ref().map(|c| c.reason.clone()).unwrap_or_default(),
         })
         .collect();
     let (catalog, entry) = holding[0];

@@ -22,7 +22,7 @@ use crate::grpc::proto::{
     Ack, ApplyResult, ClusterApis, DescribeBackupResponse, DesiredSet, GetStatusResponse, Hello, ObjectRef,
     ResourceType,
 };
-use crate::plan::{ClusterState, PlanOptions, plan_cluster, retirement};
+use crate::plan::{ClusterState, PlanOptions, collision, plan_cluster, retirement};
 use crate::resolve::NamespaceMappings;
 
 /// Why a hub operation was refused.
@@ -195,9 +195,12 @@ impl Hub {
         let max_items = self.settings.max_inventory_items;
         let (ack, generation) = self.with_session(cluster, id, now, |state| {
             let record = record_mut(state, cluster);
-            let (_, rejected) = record.apply_checked_snapshot(resource, checked, max_items);
+            let (changed, rejected) = record.apply_checked_snapshot(resource, checked, max_items);
             let generation = record.generation;
             state.dirty.insert(cluster.to_string());
+            if changed && resource.kind == STORAGE_LOCATION {
+                refresh_collisions(state);
+            }
             if last {
                 // Publish even an unchanged set: the stream waits for one planned from this inventory.
                 state.resend.insert(cluster.to_string(), generation);
@@ -220,10 +223,15 @@ impl Hub {
         deletes: &[ObjectRef],
     ) -> Result<Ack, HubError> {
         let max_items = self.settings.max_inventory_items;
+        let touches_bsls = upserts.objects.iter().any(|(k, _)| k.kind == STORAGE_LOCATION)
+            || deletes.iter().any(|r| r.kind == STORAGE_LOCATION);
         let (ack, changed) = self.with_session(cluster, id, now, |state| {
             let (changed, rejected) = record_mut(state, cluster).apply_checked_delta(upserts, deletes, max_items);
             if changed {
                 state.dirty.insert(cluster.to_string());
+            }
+            if changed && touches_bsls {
+                refresh_collisions(state);
             }
             (Ack { of: "delta".into(), rejected }, changed)
         })?;
@@ -280,7 +288,15 @@ impl Hub {
             Ok(mut catalog) => {
                 let previous = location.catalog.as_deref();
                 catalog.absences = previous.map(|c| c.absences.clone()).unwrap_or_default();
-                if catalog.listing == Listing::Complete {
+                catalog.collision = {
+                    let views: Vec<ClusterState> =
+                        state.clusters.values().map(|e| e.record.storage_location_view()).collect();
+                    collision::collision(&catalog.location, &collision::writers(&catalog.location, &views))
+                };
+                if catalog.collision.is_some() {
+                    // What a listing lacks while two Velero instances write there is no evidence of deletion.
+                    catalog.absences = Default::default();
+                } else if catalog.listing == Listing::Complete {
                     // Rule 5's evidence: only complete, successful listings count.
                     let (watched, present) = {
                         let clusters: Vec<ClusterState> =
@@ -433,6 +449,33 @@ fn record_mut<'a>(state: &'a mut HubState, cluster: &str) -> &'a mut ClusterReco
     &mut state.clusters.get_mut(cluster).expect("cluster checked under the same lock").record
 }
 
+const STORAGE_LOCATION: &str = "BackupStorageLocation";
+
+/// Recomputes every read location's writer collision from all clusters' BSLs (a cluster's BSLs changed). A
+/// change replaces that catalog (with its absence ledger cleared once in collision) and replans every cluster,
+/// since one cluster's BSL decides what every other gets from the location.
+fn refresh_collisions(state: &mut HubState) {
+    let views: Vec<ClusterState> = state.clusters.values().map(|e| e.record.storage_location_view()).collect();
+    let mut changed = false;
+    for location in &mut state.locations {
+        let Some(catalog) = &location.catalog else { continue };
+        let found = collision::collision(&catalog.location, &collision::writers(&catalog.location, &views));
+        if found != catalog.collision {
+            let mut updated = LocationCatalog::clone(catalog);
+            if found.is_some() {
+                updated.absences = Default::default();
+            }
+            updated.collision = found;
+            location.catalog = Some(Arc::new(updated));
+            changed = true;
+        }
+    }
+    if changed {
+        let names: Vec<String> = state.clusters.keys().cloned().collect();
+        state.dirty.extend(names);
+    }
+}
+
 /// The catalogs to plan with (locations never read are left out) and whether the set is complete.
 fn catalogs(locations: &[LocationState]) -> (Vec<Arc<LocationCatalog>>, bool) {
     let catalogs = locations.iter().filter_map(|l| l.catalog.clone()).collect();
@@ -458,6 +501,7 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
         && a.foreign_folders == b.foreign_folders
         && a.absences == b.absences
         && a.refresh_error == b.refresh_error
+        && a.collision == b.collision
         && a.backups.len() == b.backups.len()
         && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }
@@ -473,6 +517,77 @@ mod tests {
         let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
         let cluster = ClusterState { name: "b".into(), velero_namespace: "velero".into(), ..Default::default() };
         Hub::new(Settings::default(), mappings, vec![cluster], Vec::new())
+    }
+
+    fn bsl_item(name: &str, mode: &str) -> crate::grpc::proto::InventoryItem {
+        let bsl = serde_json::json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
+            "metadata": {"name": name, "namespace": "velero"},
+            "spec": {"provider": "aws", "accessMode": mode,
+                "objectStorage": {"bucket": "velero-backups", "prefix": "velero"}}});
+        inventory_item("BackupStorageLocation", &bsl)
+    }
+
+    #[test]
+    fn a_second_writer_on_a_location_stops_it_for_every_cluster_until_it_turns_read_only() {
+        let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
+        let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
+        let cluster = |name: &str| ClusterState {
+            name: name.into(),
+            velero_namespace: "velero".into(),
+            granted_locations: ["shared".to_string()].into(),
+            ..Default::default()
+        };
+        let location = crate::catalog::Location {
+            name: "shared".into(),
+            kind: crate::catalog::StoreKind::S3,
+            bucket: "velero-backups".into(),
+            prefix: "velero".into(),
+            source_cluster: "a".into(),
+        };
+        let state = LocationState {
+            name: "shared".into(),
+            source_cluster: "a".into(),
+            catalog: None,
+            error: None,
+            last_refresh: None,
+        };
+        let hub = Hub::new(Settings::default(), mappings, vec![cluster("a"), cluster("b")], vec![state]);
+        let now = SystemTime::UNIX_EPOCH;
+        hub.set_catalog(0, Ok(LocationCatalog::empty(location)), now);
+        let bsls = watched_types().into_iter().find(|t| t.kind == STORAGE_LOCATION).expect("BSL type");
+        let report = |cluster: &str, mode: &str| {
+            let session = hub.open_session(cluster, &Hello::default(), now).expect("session");
+            let checked = CheckedItems::of_snapshot(&bsls, &[bsl_item("default", mode)]);
+            hub.snapshot(cluster, session.id, now, &bsls, checked, true).expect("snapshot");
+            session.id
+        };
+        let collision = |hub: &Hub| hub.status(None, now).expect("status").locations[0].clone();
+        report("a", "ReadWrite");
+        assert!(collision(&hub).collision.is_empty(), "the source alone writes there");
+        let b = report("b", "ReadOnly");
+        assert!(collision(&hub).collision.is_empty(), "a read-only reader is no writer");
+        hub.take_dirty();
+
+        // b's BSL turns read-write: both clusters are replanned, the location is in collision.
+        let checked = CheckedItems::of_delta(&[bsl_item("default", "")]);
+        hub.delta("b", b, now, checked, &[]).expect("delta");
+        let status = collision(&hub);
+        assert_eq!(status.writers, ["a", "b"]);
+        assert!(status.collision.contains("is written by 2 clusters"), "{}", status.collision);
+        let inputs = hub.take_dirty();
+        assert_eq!(inputs.clusters.len(), 2, "every cluster is replanned");
+        assert!(inputs.catalogs[0].collision.is_some(), "the planner sees it");
+        let set = hub.plan_now("a", &PlanOptions::default()).expect("plan");
+        assert!(set.items.iter().any(|i| i.reason.starts_with("collision:")), "{set:?}");
+        // A location refresh keeps what the BSLs say.
+        hub.set_catalog(0, Ok(LocationCatalog::empty(inputs.catalogs[0].location.clone())), now);
+        assert_eq!(collision(&hub).writers, ["a", "b"]);
+
+        // Back to read-only: resolved, everyone replanned again.
+        let checked = CheckedItems::of_delta(&[bsl_item("default", "ReadOnly")]);
+        hub.delta("b", b, now, checked, &[]).expect("delta");
+        assert!(collision(&hub).collision.is_empty() && collision(&hub).writers.is_empty());
+        assert_eq!(hub.take_dirty().clusters.len(), 2);
     }
 
     #[test]

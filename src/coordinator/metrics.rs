@@ -106,6 +106,12 @@ pub fn render(status: &GetStatusResponse) -> String {
         locations.iter().map(|l| (location(&l.name), l.foreign_folders as f64)).collect(),
     );
     family(
+        "ferry_location_collision",
+        "1 while more than one cluster (or one other than sourceCluster) writes to the location: nothing new is \
+         materialized from it.",
+        locations.iter().map(|l| (location(&l.name), f64::from(u8::from(!l.collision.is_empty())))).collect(),
+    );
+    family(
         "ferry_location_last_refresh_timestamp_seconds",
         "Unix time of the last successful refresh (0: never).",
         locations.iter().map(|l| (location(&l.name), l.last_refresh_unix as f64)).collect(),
@@ -162,6 +168,7 @@ mod tests {
         assert!(text.contains("ferry_cluster_connected{cluster=\"b\"} 1\n"), "{text}");
         assert!(text.contains("ferry_cluster_items{cluster=\"b\",state=\"applied\"} 2\n"));
         assert!(text.contains("ferry_location_healthy{location=\"sh\\\"ared\"} 0\n"));
+        assert!(text.contains("ferry_location_collision{location=\"sh\\\"ared\"} 0\n"), "{text}");
         assert!(text.contains("# TYPE ferry_cluster_stale gauge\n"));
         assert!(text.contains("ferry_cluster_oadp{cluster=\"b\"} 0\n"), "{text}");
         assert!(text.contains("ferry_cluster_refused_storage_locations{cluster=\"b\"} 1\n"), "{text}");

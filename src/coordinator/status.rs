@@ -101,6 +101,8 @@ pub fn location_status(location: &LocationState) -> LocationStatus {
                     .collect()
             })
             .unwrap_or_default(),
+        collision: catalog.and_then(|c| c.collision.as_ref()).map(|c| c.reason.clone()).unwrap_or_default(),
+        writers: catalog.and_then(|c| c.collision.as_ref()).map(|c| c.writers.clone()).unwrap_or_default(),
     }
 }
 
@@ -177,5 +179,6 @@ mod tests {
         };
         let status = location_status(&state);
         assert_eq!((status.foreign_folders, status.errors.len(), status.healthy), (1, 0, true));
+        assert!(status.collision.is_empty() && status.writers.is_empty());
     }
 }

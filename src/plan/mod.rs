@@ -2,6 +2,7 @@
 //! target must get (DESIGN §3 rules 1–4). Pure and deterministic: same inputs, same plan, byte for byte.
 
 pub mod binding;
+pub mod collision;
 pub mod non_admin_backup;
 pub mod object_template;
 pub mod phase;
@@ -199,6 +200,14 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
         if location.source_cluster == cluster.name && !binding::is_granted(cluster, location) {
             continue;
         }
+        if let Some(collision) = &catalog.collision {
+            items.push(collided_bsl(cluster, catalog, bsl, collision));
+            // Its names stay taken: a same-named backup elsewhere must not slip in while this one is held back.
+            for name in catalog.backups.keys() {
+                first_location.entry(name).or_insert(&location.name);
+            }
+            continue;
+        }
         if let Err(refusal) = binding::may_read(cluster, location, bsl) {
             items.push(refused_bsl(cluster, bsl.name().to_string(), refusal.0.clone()));
             // A read-write reader gets every backup refused by name, so each shows why in plan and status.
@@ -244,6 +253,24 @@ fn refused_bsl(cluster: &ClusterState, name: String, reason: String) -> PlanItem
         waits_for: None,
         object: None,
     }
+}
+
+/// One item for a location in collision, however many backups it holds (100k refusals would say nothing more).
+/// Objects already materialized from it stay: a collision is no proof that anything is gone.
+fn collided_bsl(
+    cluster: &ClusterState,
+    catalog: &LocationCatalog,
+    bsl: &Object<BackupStorageLocation>,
+    collision: &collision::Collision,
+) -> PlanItem {
+    let mut reason = format!("{}; {} backups of it are held back", collision.reason, catalog.backups.len());
+    // A read-write reader is also refused by rule 6: say so, or fixing the collision alone looks like enough.
+    if binding::is_granted(cluster, &catalog.location)
+        && let Err(refusal) = binding::may_read(cluster, &catalog.location, bsl)
+    {
+        reason = format!("{reason}; also: {}", refusal.0);
+    }
+    refused_bsl(cluster, bsl.name().to_string(), reason)
 }
 
 /// A cluster without one of Velero's CRDs can hold nothing ferry makes: one refusal per missing CRD.

@@ -5,6 +5,7 @@
 //! - its location's last refresh succeeded with a complete listing (no listing error, no outage);
 //! - the absence is proven by the location's [`AbsenceLedger`](crate::catalog::absence::AbsenceLedger):
 //!   N consecutive complete listings and a grace period (an empty listing after a full one needs a second);
+//! - the location is in no writer collision (`plan/collision.rs`);
 //! - the cluster's agent is connected and live (its inventory is current);
 //! - `retirement.mode: delete`; in `report` mode (the default) the same items are `would-retire`.
 //!
@@ -177,7 +178,11 @@ pub fn plan<L: AsRef<LocationCatalog>>(
         .collect();
     let mut items = Vec::new();
     for catalog in locations.iter().map(AsRef::as_ref) {
-        if catalog.listing != crate::catalog::Listing::Complete || catalog.refresh_error.is_some() {
+        // A location in collision is written by more than one Velero: what its listing lacks proves nothing.
+        if catalog.listing != crate::catalog::Listing::Complete
+            || catalog.refresh_error.is_some()
+            || catalog.collision.is_some()
+        {
             continue;
         }
         let ledger = &catalog.absences;
@@ -330,6 +335,13 @@ mod tests {
         let mut failing = after_deletion(3, Duration::from_secs(700), &[&t]);
         failing[0].refresh_error = Some("connection refused".into());
         assert_eq!(retired(&failing, &t), 0);
+        // The location is in a writer collision (two Velero instances write there).
+        let mut collided = after_deletion(3, Duration::from_secs(700), &[&t]);
+        collided[0].collision = Some(crate::catalog::Collision {
+            writers: vec!["cluster-a".into(), "cluster-b".into()],
+            reason: "collision: two writers".into(),
+        });
+        assert_eq!(retired(&collided, &t), 0);
         // A stale or disconnected cluster.
         let mut stale = t.clone();
         stale.live = false;
