@@ -73,14 +73,15 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     let mut ferry = Ferry::start(&bed, "  - {from: a, to: b, namespaces: {team-x: team-x-dr}}");
     ferry.start_agent(&bed, "b");
 
-    // 0. Through a read-write BSL, b's Velero could delete a's backups: ferry gives b nothing, and says why.
-    let status = eventually("every backup refused on b", WAIT, || async {
+    // 0. Through a read-write BSL, b's Velero could delete a's backups, and b counts as a second writer of a's
+    //    location: a collision. ferry gives b nothing, and says why, once (not once per backup).
+    let status = eventually("b's read-write BSL refused", WAIT, || async {
         let status = status_of_b(&ferry);
-        (status["refused"] == all_backups as u64 + 1).then_some(status)
+        (status["refusedStorageLocations"] == 1).then_some(status)
     })
     .await;
     assert_eq!(count(&backups(&b)).await, 0, "{status}");
-    assert_eq!(status["refusedStorageLocations"], 1, "{status}");
+    assert_eq!(status["refused"], 1, "one refusal on the BSL, not one per backup: {status}");
     let detail = ferry.status(Some("b"));
     let reasons: Vec<String> = detail["clusters"][0]["backups"]
         .as_array()
@@ -90,9 +91,14 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
         .filter_map(|i| i["reason"].as_str().map(String::from))
         .collect();
     assert!(
-        reasons.iter().all(|r| r.contains("accessMode unset (ReadWrite)") && r.contains("ReadOnly")),
+        reasons.iter().all(|r| r.starts_with("collision:")
+            && r.contains(&format!("{all_backups} backups of it are held back"))
+            && r.contains("accessMode unset (ReadWrite)")),
         "{reasons:?}"
     );
+    let location = &detail["locations"][0];
+    assert_eq!(location["writers"], json!(["b"]), "{location}");
+    assert!(location["collision"].as_str().is_some_and(|c| !c.is_empty()), "{location}");
     let events = api(&b, "events.k8s.io", "v1", "Event", Some(VELERO_NS));
     eventually("an Event on the read-write BSL", WAIT, || async {
         let events = events.list(&ListParams::default()).await.ok()?;
@@ -111,6 +117,11 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     let bsls = api(&b, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
     let read_only = json!({"spec": {"accessMode": "ReadOnly"}});
     bsls.patch("dr-bsl", &PatchParams::default(), &Patch::Merge(&read_only)).await.expect("make the BSL ReadOnly");
+    eventually("the collision cleared", WAIT, || async {
+        let location = ferry.status(None)["locations"][0].clone();
+        location.get("collision").is_none_or(|c| c.as_str().is_none_or(str::is_empty)).then_some(())
+    })
+    .await;
 
     // 1. Everything arrives on a cluster without OADP; tenant backups as Backup CRs + PVBs, for admins.
     eventually(&format!("{all_backups} Backups and {} PVBs on b", 2 * all_backups), WAIT, || async {
