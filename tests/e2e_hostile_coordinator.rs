@@ -99,7 +99,7 @@ fn create(r: ObjectRef, body: &Value) -> DesiredItem {
         action: DesiredAction::Create as i32,
         r#ref: Some(r),
         backup: "hostile".into(),
-        raw_json: serde_json::to_vec(body).expect("json"),
+        raw_json: serde_json::to_vec(body).expect("json").into(),
         ..Default::default()
     }
 }

@@ -509,7 +509,7 @@ mod tests {
             r#ref: Some(object_ref(kind, ns_of(kind), name)),
             backup: "b".into(),
             waits_for: waits.iter().map(|(k, n)| object_ref(k, ns_of(k), n)).collect(),
-            raw_json: object.map(|o| serde_json::to_vec(&o).unwrap()).unwrap_or_default(),
+            raw_json: object.map(|o| serde_json::to_vec(&o).unwrap().into()).unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -697,7 +697,7 @@ mod tests {
         let mut in_kube_system = ours("NonAdminBackup", "n");
         in_kube_system["metadata"]["namespace"] = json!("kube-system");
         protected.r#ref = Some(object_ref("NonAdminBackup", "kube-system", "n"));
-        protected.raw_json = serde_json::to_vec(&in_kube_system).unwrap();
+        protected.raw_json = serde_json::to_vec(&in_kube_system).unwrap().into();
         let set = DesiredSet {
             version: "v1".into(),
             items: vec![

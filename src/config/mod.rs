@@ -279,6 +279,10 @@ pub struct CoordinatorConfig {
     /// Messages per second one agent stream is served at, at most (a burst of as many is allowed).
     #[serde(default = "default_max_messages_per_second")]
     pub max_messages_per_second: u32,
+    /// Build each object once per planning pass for every cluster that gets the same one (default). `false`
+    /// builds it per cluster: only for measuring what sharing saves (`benches/federation.rs`).
+    #[serde(default = "yes")]
+    pub share_templates: bool,
 }
 
 impl Default for CoordinatorConfig {
@@ -299,6 +303,7 @@ impl Default for CoordinatorConfig {
             max_connection_age: default_max_connection_age(),
             max_inventory_items: default_max_inventory_items(),
             max_messages_per_second: default_max_messages_per_second(),
+            share_templates: true,
         }
     }
 }

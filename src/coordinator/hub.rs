@@ -22,7 +22,7 @@ use crate::grpc::proto::{
     Ack, ApplyResult, ClusterApis, DescribeBackupResponse, DesiredSet, GetStatusResponse, Hello, ObjectRef,
     ResourceType,
 };
-use crate::plan::{ClusterState, PlanOptions, collision, plan_cluster, retirement};
+use crate::plan::{ClusterState, PlanOptions, TemplateCache, collision, plan_cluster_with, retirement};
 use crate::resolve::NamespaceMappings;
 
 /// Why a hub operation was refused.
@@ -385,7 +385,7 @@ impl Hub {
                 entry.record.liveness(SystemTime::now(), s.heartbeat_interval, s.stale_after_missed) == Liveness::Live;
             (cluster_state, catalogs, complete)
         };
-        Ok(compute(&catalogs, &cluster_state, &self.mappings, options, complete))
+        Ok(compute(&catalogs, &cluster_state, &self.mappings, options, complete, &TemplateCache::default()))
     }
 
     pub fn status(&self, cluster: Option<&str>, now: SystemTime) -> Result<GetStatusResponse, HubError> {
@@ -482,15 +482,17 @@ fn catalogs(locations: &[LocationState]) -> (Vec<Arc<LocationCatalog>>, bool) {
     (catalogs, locations.iter().all(LocationState::is_complete))
 }
 
-/// One cluster's DesiredSet from the inputs. Pure.
+/// One cluster's DesiredSet from the inputs, its objects shared with the other clusters of the pass
+/// (`templates`). Pure.
 pub fn compute(
     catalogs: &[Arc<LocationCatalog>],
     cluster: &ClusterState,
     mappings: &NamespaceMappings,
     options: &PlanOptions,
     complete: bool,
+    templates: &TemplateCache,
 ) -> DesiredSet {
-    desired_set(&plan_cluster(catalogs, cluster, mappings, options), complete)
+    desired_set(&plan_cluster_with(catalogs, cluster, mappings, options, templates), complete)
 }
 
 /// Same backups (entries unchanged by the loader are the same allocations), errors and listing state.

@@ -31,7 +31,7 @@ use crate::bucket::{self, Loader};
 use crate::config::LoadedConfig;
 use crate::grpc::server::{Authentication, FederationService};
 use crate::grpc::tls_acceptor::{AcceptLimits, ReloadingTls, incoming};
-use crate::plan::{ClusterState, PlanOptions};
+use crate::plan::{ClusterState, PlanOptions, TemplateCache};
 use hub::{Hub, LocationState};
 pub use settings::Settings;
 
@@ -254,8 +254,10 @@ pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
     let inputs = hub.take_dirty();
     let started = std::time::Instant::now();
     let mut published = 0;
+    // Built once for every cluster of the pass that gets the same object (issue 16: plan once, share).
+    let templates = if hub.settings.share_templates { TemplateCache::default() } else { TemplateCache::disabled() };
     for (cluster, generation) in &inputs.clusters {
-        let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete);
+        let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete, &templates);
         let (items, version) = (desired.items.len(), desired.version.clone());
         if hub.publish(&cluster.name, desired, *generation) {
             published += 1;
@@ -266,6 +268,7 @@ pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
         tracing::debug!(
             clusters = inputs.clusters.len(),
             published,
+            shared_objects = templates.len(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "recompute pass"
         );

@@ -31,6 +31,8 @@ pub struct Settings {
     /// Messages per second one agent stream is served at, at most (beyond a burst of as many): a flooding
     /// agent is slowed down by HTTP/2 flow control, and every other stream keeps its share.
     pub max_messages_per_second: u32,
+    /// One object built per pass for all clusters that get it (`coordinator.shareTemplates`).
+    pub share_templates: bool,
 }
 
 impl Settings {
@@ -48,6 +50,7 @@ impl Settings {
             max_connection_age: config.max_connection_age,
             max_inventory_items: config.max_inventory_items,
             max_messages_per_second: config.max_messages_per_second,
+            share_templates: config.share_templates,
         }
     }
 }

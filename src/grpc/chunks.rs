@@ -97,7 +97,7 @@ mod tests {
         (0..n)
             .map(|i| DesiredItem {
                 r#ref: Some(object_ref("Backup", "velero", &format!("backup-{i:06}"))),
-                raw_json: vec![b'x'; 100],
+                raw_json: vec![b'x'; 100].into(),
                 ..Default::default()
             })
             .collect()

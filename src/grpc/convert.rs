@@ -121,10 +121,8 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
         None => (Vec::new(), String::new()),
     };
     let raw_json = match (item.action, &item.object) {
-        (Action::Create | Action::Wait | Action::Retire, Some(object)) => {
-            serde_json::to_vec(object).unwrap_or_default()
-        }
-        _ => Vec::new(),
+        (Action::Create | Action::Wait | Action::Retire, Some(object)) => object.json(),
+        _ => bytes::Bytes::new(),
     };
     DesiredItem {
         action: action as i32,
@@ -287,7 +285,7 @@ mod tests {
             backup: "b1".into(),
             reason: None,
             waits_for,
-            object: Some(json!({"kind": "PodVolumeBackup"})),
+            object: Some(json!({"kind": "PodVolumeBackup"}).into()),
         }
     }
 
@@ -382,7 +380,7 @@ mod tests {
             backup: backup.into(),
             reason: None,
             waits_for: Some(Prerequisite::Backup { namespace: "velero".into(), name: backup.into() }),
-            object: Some(json!({})),
+            object: Some(json!({}).into()),
         };
         let plan = ClusterPlan {
             cluster: "b".into(),

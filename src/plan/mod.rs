@@ -10,6 +10,7 @@ pub mod pod_volume_backups;
 pub mod prerequisite;
 pub mod retirement;
 pub mod simulate;
+pub mod template;
 pub mod velero_backup;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +24,7 @@ use crate::model::{Backup, BackupStorageLocation, Inventory, Kind, Object};
 use crate::resolve::{NamespaceMappings, Owner, owner_of};
 
 pub use prerequisite::Prerequisite;
+pub use template::{PlannedObject, TemplateCache, TemplateKey};
 
 /// What a plan item asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -69,7 +71,7 @@ pub struct PlanItem {
     pub waits_for: Option<Prerequisite>,
     /// The object that would be applied: complete for `create`, a template for `wait` (its missing parts are
     /// what it waits for), absent otherwise.
-    pub object: Option<Value>,
+    pub object: Option<PlannedObject>,
 }
 
 impl PlanItem {
@@ -153,6 +155,24 @@ pub struct Target<'a> {
     pub location: &'a Location,
     pub bsl: &'a Object<BackupStorageLocation>,
     pub options: &'a PlanOptions,
+    /// Objects built once per pass for every cluster that gets the same (`plan/template.rs`).
+    pub templates: &'a TemplateCache,
+}
+
+impl Target<'_> {
+    /// The object `build` makes of `entry` for this target, shared with every other target of the pass for
+    /// which `target` (the properties written into it) is the same.
+    pub fn object(
+        &self,
+        entry: &CatalogBackup,
+        kind: &'static str,
+        name: &str,
+        target: Vec<String>,
+        build: impl FnOnce() -> Value,
+    ) -> PlannedObject {
+        let key = TemplateKey { entry: std::ptr::from_ref(entry) as usize, kind, name: name.to_string(), target };
+        self.templates.get_or_build(key, build)
+    }
 }
 
 /// Plans every cluster against every location it can read.
@@ -164,7 +184,9 @@ pub fn plan<L: AsRef<LocationCatalog>>(
 ) -> Plan {
     let mut errors: Vec<CatalogError> = locations.iter().flat_map(|l| l.as_ref().errors.iter().cloned()).collect();
     errors.sort();
-    let clusters = clusters.iter().map(|cluster| plan_cluster(locations, cluster, mappings, options)).collect();
+    let templates = TemplateCache::default();
+    let clusters =
+        clusters.iter().map(|cluster| plan_cluster_with(locations, cluster, mappings, options, &templates)).collect();
     Plan { clusters, errors }
 }
 
@@ -174,6 +196,17 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
     cluster: &ClusterState,
     mappings: &NamespaceMappings,
     options: &PlanOptions,
+) -> ClusterPlan {
+    plan_cluster_with(locations, cluster, mappings, options, &TemplateCache::default())
+}
+
+/// [`plan_cluster`], sharing the objects it builds with the other clusters of the same pass (`templates`).
+pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
+    locations: &[L],
+    cluster: &ClusterState,
+    mappings: &NamespaceMappings,
+    options: &PlanOptions,
+    templates: &TemplateCache,
 ) -> ClusterPlan {
     let missing = &cluster.inventory.apis.missing_required;
     if !missing.is_empty() {
@@ -212,7 +245,7 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
             items.push(refused_bsl(cluster, bsl.name().to_string(), refusal.0.clone()));
             // A read-write reader gets every backup refused by name, so each shows why in plan and status.
             if binding::is_granted(cluster, location) {
-                let target = Target { cluster, location, bsl, options };
+                let target = Target { cluster, location, bsl, options, templates };
                 items.extend(
                     catalog
                         .backups
@@ -222,7 +255,7 @@ pub fn plan_cluster<L: AsRef<LocationCatalog>>(
             }
             continue;
         }
-        let target = Target { cluster, location, bsl, options };
+        let target = Target { cluster, location, bsl, options, templates };
         for backup in catalog.backups.values() {
             if let Some(first) = first_location.get(backup.name.as_str()) {
                 let reason = format!(

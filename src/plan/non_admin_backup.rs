@@ -9,7 +9,7 @@ use crate::resolve::{NamespaceMappings, Tenant};
 
 use super::phase::PhaseGate;
 use super::velero_backup::{self, BackupState, Placement};
-use super::{Action, PlanItem, Prerequisite, Target, object_template, pod_volume_backups};
+use super::{Action, PlanItem, PlannedObject, Prerequisite, Target, object_template, pod_volume_backups};
 
 /// All items of a tenant (NAC) backup on one target.
 ///
@@ -32,16 +32,17 @@ pub fn plan_tenant_backup(
         Ok(ns) => ns,
         Err(refused) => return refused,
     };
-    let nab_item = |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
-        action,
-        kind: NonAdminBackup::KIND.into(),
-        namespace: target_ns.clone(),
-        name: tenant.origin_name.clone(),
-        backup: entry.name.clone(),
-        reason,
-        waits_for,
-        object,
-    };
+    let nab_item =
+        |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<PlannedObject>| PlanItem {
+            action,
+            kind: NonAdminBackup::KIND.into(),
+            namespace: target_ns.clone(),
+            name: tenant.origin_name.clone(),
+            backup: entry.name.clone(),
+            reason,
+            waits_for,
+            object,
+        };
 
     if !inventory.namespaces.contains(&target_ns) {
         let reason = "a tenant backup is materialized only together with its NonAdminBackup, and ferry never creates tenant namespaces";
@@ -151,7 +152,12 @@ pub fn plan_tenant_backup(
     if done {
         return items;
     }
-    let object = desired(target, entry, tenant, &target_ns, &storage_location);
+    // A mapped NAB's restore hint names the cluster: shared only between clusters that would get the same.
+    let hint_cluster = if target_ns != origin_ns { target.cluster.name.clone() } else { String::new() };
+    let shape = vec![target_ns.clone(), storage_location.clone(), hint_cluster];
+    let object = target.object(entry, NonAdminBackup::KIND, &tenant.origin_name, shape, || {
+        desired(target, entry, tenant, &target_ns, &storage_location)
+    });
     let note = (target_ns != origin_ns).then(|| restore_hint(entry, origin_ns, &target_ns, &target.cluster.name));
     match &state {
         BackupState::Exists { .. } => items.push(nab_item(Action::Create, note, None, Some(object))),

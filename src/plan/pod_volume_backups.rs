@@ -8,7 +8,7 @@ use crate::model::{Backup, Kind, Object, PodVolumeBackup, labels};
 
 use super::object_template::{for_target, metadata_mut, set_label, set_spec};
 use super::velero_backup::BackupState;
-use super::{Action, PlanItem, Prerequisite, Target};
+use super::{Action, PlanItem, PlannedObject, Prerequisite, Target};
 
 /// Rule 2: every PVB of the backup's PVB file that the target lacks (by name and `velero.io/backup-name`) is
 /// created in the Velero namespace, its Backup owner reference and `velero.io/backup-uid` set to the UID of
@@ -22,15 +22,17 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
     let ns = target.cluster.velero_namespace.as_str();
     let backup_label = velero_label_value(&entry.name);
     let item =
-        |action, name: &str, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
-            action,
-            kind: PodVolumeBackup::KIND.into(),
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            backup: entry.name.clone(),
-            reason,
-            waits_for,
-            object,
+        |action, name: &str, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<PlannedObject>| {
+            PlanItem {
+                action,
+                kind: PodVolumeBackup::KIND.into(),
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                backup: entry.name.clone(),
+                reason,
+                waits_for,
+                object,
+            }
         };
     let existing = |name: &str| {
         target.cluster.inventory.pod_volume_backups.iter().find(|p| p.name() == name && p.namespace() == ns)
@@ -67,14 +69,17 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
             items.push(item(Action::Refuse, pvb.name(), Some(reason), None, None));
             continue;
         }
+        let object = |uid: &str| {
+            let shape = vec![target.bsl.name().to_string(), ns.to_string(), uid.to_string()];
+            target.object(entry, PodVolumeBackup::KIND, pvb.name(), shape, || desired(target, entry, pvb, uid))
+        };
         match state {
             BackupState::Exists { uid: Some(uid) } => {
-                items.push(item(Action::Create, pvb.name(), None, None, Some(desired(target, entry, pvb, uid))));
+                items.push(item(Action::Create, pvb.name(), None, None, Some(object(uid))));
             }
             _ => {
                 let waits_for = state.waits_for(target, &entry.name);
-                let template = desired(target, entry, pvb, "");
-                items.push(item(Action::Wait, pvb.name(), None, Some(waits_for), Some(template)));
+                items.push(item(Action::Wait, pvb.name(), None, Some(waits_for), Some(object(""))));
             }
         }
     }

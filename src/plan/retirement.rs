@@ -233,7 +233,7 @@ pub fn plan<L: AsRef<LocationCatalog>>(
                 backup: backup.to_string(),
                 reason: Some(format!("{prefix}: {reason}")),
                 waits_for: None,
-                object: Some(m.raw.clone()),
+                object: Some(m.raw.clone().into()),
             });
         }
     }

@@ -10,7 +10,7 @@ pub fn apply(plan: &ClusterPlan, inventory: &mut Inventory) -> usize {
     let mut created = 0;
     for item in plan.items.iter().filter(|i| i.action == Action::Create) {
         let Some(object) = &item.object else { continue };
-        let mut object = object.clone();
+        let mut object = serde_json::Value::clone(object);
         object["metadata"]["uid"] = format!("uid-{}-{}", item.namespace, item.name).into();
         let added = match item.kind.as_str() {
             "Backup" => Object::from_value(object).map(|o| inventory.backups.push(o)).is_ok(),

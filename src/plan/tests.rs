@@ -810,3 +810,39 @@ fn drift_of_a_ferry_nab_is_reported_with_its_reason_and_nothing_is_re_applied() 
     assert!(items.iter().all(|i| i.action != Action::Create), "{items:#?}");
     assert!(!items.iter().any(|i| i.reason.as_deref().is_some_and(|r| r.contains("claims backup"))), "{items:#?}");
 }
+
+// === Issue 16: objects built once per pass, shared by every cluster that gets the same ===
+
+#[test]
+fn clusters_that_get_the_same_object_share_one_copy_and_others_get_their_own() {
+    let entries = vec![entry(admin_backup("daily-1", "Completed"), 2), entry(nac_backup("Completed"), 1)];
+    let catalogs = catalog(entries);
+    let options = PlanOptions { now: now(), ..Default::default() };
+    let reader = |name: &str, bsl_name: &str| {
+        let mut t = cluster(vec![bsl(bsl_name, "velero"), ns("team-a"), ns("team-a-dr")]);
+        t.name = name.into();
+        t
+    };
+    let templates = TemplateCache::default();
+    let plan_of =
+        |t: &ClusterState, m: &NamespaceMappings| plan_cluster_with(&catalogs, t, m, &options, &templates).items;
+    let (b, c, d) = (reader("cluster-b", "dr"), reader("cluster-c", "dr"), reader("cluster-d", "other"));
+    let (on_b, on_c, on_d) = (plan_of(&b, &identity()), plan_of(&c, &identity()), plan_of(&d, &identity()));
+    let object = |items: &[PlanItem], kind: &str| items.iter().find(|i| i.kind == kind).and_then(|i| i.object.clone());
+    for kind in ["Backup", "PodVolumeBackup", "NonAdminBackup"] {
+        let (ob, oc, od) = (object(&on_b, kind).unwrap(), object(&on_c, kind).unwrap(), object(&on_d, kind).unwrap());
+        assert!(ob.shares(&oc), "{kind}: same BSL name and namespaces, one copy");
+        assert!(ob.json() == oc.json());
+        if kind != "NonAdminBackup" {
+            assert!(!ob.shares(&od) && ob != od, "{kind}: another BSL name is another object");
+        }
+    }
+    // A mapped NAB's restore hint names its cluster: not shared between clusters.
+    let (mb, mc) = (plan_of(&b, &mapped()), plan_of(&c, &mapped()));
+    let (nb, nc) = (object(&mb, "NonAdminBackup").unwrap(), object(&mc, "NonAdminBackup").unwrap());
+    assert!(!nb.shares(&nc) && nb != nc);
+    // Sharing changes nothing but the copies: a plan without it is equal item for item.
+    let alone = plan_cluster_with(&catalogs, &c, &identity(), &options, &TemplateCache::disabled()).items;
+    assert_eq!(alone, on_c);
+    assert!(!object(&alone, "Backup").unwrap().shares(&object(&on_c, "Backup").unwrap()));
+}

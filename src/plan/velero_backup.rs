@@ -9,7 +9,7 @@ use crate::resolve::Tenant;
 
 use super::object_template::{for_target, metadata_mut, set_annotation, set_label, set_spec};
 use super::phase::PhaseGate;
-use super::{Action, PlanItem, Prerequisite, Target};
+use super::{Action, PlanItem, PlannedObject, Prerequisite, Target};
 
 /// Where a tenant backup lands on the target.
 pub struct Placement<'a> {
@@ -54,16 +54,17 @@ pub fn plan(
 ) -> (Vec<PlanItem>, BackupState) {
     let name = entry.name.as_str();
     let ns = target.cluster.velero_namespace.as_str();
-    let item = |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<Value>| PlanItem {
-        action,
-        kind: Backup::KIND.into(),
-        namespace: ns.to_string(),
-        name: name.to_string(),
-        backup: name.to_string(),
-        reason,
-        waits_for,
-        object,
-    };
+    let item =
+        |action, reason: Option<String>, waits_for: Option<Prerequisite>, object: Option<PlannedObject>| PlanItem {
+            action,
+            kind: Backup::KIND.into(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            backup: name.to_string(),
+            reason,
+            waits_for,
+            object,
+        };
     let existing = target.cluster.inventory.backups.iter().find(|b| b.name() == name && b.namespace() == ns);
     if let Some(existing) = existing {
         if is_same_backup(existing, target, entry) {
@@ -80,7 +81,13 @@ pub fn plan(
         let waits = Prerequisite::VeleroSync { namespace: ns.to_string(), name: name.to_string() };
         return (vec![item(Action::Wait, None, Some(waits), None)], BackupState::AwaitingVeleroSync);
     }
-    let object = desired(target, entry, placement, gate);
+    let shape = vec![
+        target.bsl.name().to_string(),
+        ns.to_string(),
+        placement.map(|p| p.target_namespace.to_string()).unwrap_or_default(),
+        format!("{gate:?}"),
+    ];
+    let object = target.object(entry, Backup::KIND, name, shape, || desired(target, entry, placement, gate));
     (vec![item(Action::Create, None, None, Some(object))], BackupState::ToCreate)
 }
 
