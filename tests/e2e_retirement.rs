@@ -37,15 +37,7 @@ async fn pvbs_of(client: &kube::Client, backup: &str) -> usize {
 
 /// The actions `ferry status --cluster b` shows for `backup`'s items.
 fn actions_on_b(ferry: &Ferry, backup: &str) -> Vec<String> {
-    let status = ferry.status(Some("b"));
-    status["clusters"][0]["backups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|b| b["backup"] == backup)
-        .flat_map(|b| b["items"].as_array().cloned().unwrap_or_default())
-        .map(|i| i["action"].as_str().unwrap_or_default().to_string())
-        .collect()
+    status_items(ferry, backup).iter().map(|i| i["action"].as_str().unwrap_or_default().to_string()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,18 +44,6 @@ async fn nabs_synced_from(client: &kube::Client, nacuuid: &str) -> Vec<Value> {
     list.items.iter().map(to_value).collect()
 }
 
-/// The items of `backup` in `ferry status --cluster b -o json`.
-fn status_items(ferry: &Ferry, backup: &str) -> Vec<Value> {
-    let status = ferry.status(Some("b"));
-    status["clusters"][0]["backups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|b| b["backup"] == backup)
-        .flat_map(|b| b["items"].as_array().cloned().unwrap_or_default())
-        .collect()
-}
-
 /// `ferry describe backup NAME -o OUTPUT` as operator.
 fn describe_backup(ferry: &Ferry, name: &str, output: &str) -> String {
     let pki = ferry.dir.path().join("pki");

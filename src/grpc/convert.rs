@@ -71,7 +71,14 @@ pub fn served_apis(apis: Option<&ClusterApis>) -> ServedApis {
 pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
     let mut items: Vec<DesiredItem> = plan.items.iter().map(desired_item).collect();
     nabs_wait_for_their_pvbs(&mut items);
-    let version = version_of(&items, complete);
+    // Each object's digest is computed once per pass however many clusters carry it (plan/template.rs).
+    let digests: Vec<Option<[u8; 32]>> = plan
+        .items
+        .iter()
+        .zip(&items)
+        .map(|(planned, item)| planned.object.as_ref().filter(|_| !item.raw_json.is_empty()).map(|o| o.digest()))
+        .collect();
+    let version = version_of(&items, &digests, complete);
     DesiredSet { version, items, complete, more: false }
 }
 
@@ -137,13 +144,20 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
 
 /// Content hash (hex SHA-256) of the items, in order. The planner is deterministic, so equal inputs give equal
 /// versions; the encoding is length-prefixed so that no two different sets hash the same bytes.
-fn version_of(items: &[DesiredItem], complete: bool) -> String {
+/// The content version: SHA-256 over every item, its object counted by its own digest (so the object's bytes
+/// are hashed once per pass, not once per cluster). `digests[i]` is item i's object digest, if it carries one.
+fn version_of(items: &[DesiredItem], digests: &[Option<[u8; 32]>], complete: bool) -> String {
     let mut hasher = Sha256::new();
     hasher.update([u8::from(complete)]);
-    for item in items {
-        let encoded = prost::Message::encode_to_vec(item);
+    for (item, digest) in items.iter().zip(digests) {
+        let without_object = DesiredItem { raw_json: bytes::Bytes::new(), ..item.clone() };
+        let encoded = prost::Message::encode_to_vec(&without_object);
         hasher.update((encoded.len() as u64).to_le_bytes());
         hasher.update(&encoded);
+        match digest {
+            Some(digest) => hasher.update(digest),
+            None => hasher.update(Sha256::digest(&item.raw_json)),
+        }
     }
     let digest = hasher.finalize();
     digest.iter().map(|b| format!("{b:02x}")).collect()

@@ -17,6 +17,8 @@ use serde_json::Value;
 pub struct Template {
     value: Value,
     json: OnceLock<Bytes>,
+    /// SHA-256 of `json`, for the sets' content versions (hashed once, not once per cluster).
+    digest: OnceLock<[u8; 32]>,
 }
 
 /// A planned object: cheap to clone, compared and serialized as its JSON value.
@@ -25,12 +27,20 @@ pub struct PlannedObject(Arc<Template>);
 
 impl PlannedObject {
     pub fn new(value: Value) -> Self {
-        Self(Arc::new(Template { value, json: OnceLock::new() }))
+        Self(Arc::new(Template { value, json: OnceLock::new(), digest: OnceLock::new() }))
     }
 
     /// The object's JSON text, serialized once however many sets and streams carry it.
     pub fn json(&self) -> Bytes {
         self.0.json.get_or_init(|| Bytes::from(serde_json::to_vec(&self.0.value).unwrap_or_default())).clone()
+    }
+
+    /// SHA-256 of [`PlannedObject::json`].
+    pub fn digest(&self) -> [u8; 32] {
+        *self.0.digest.get_or_init(|| {
+            use sha2::Digest;
+            sha2::Sha256::digest(self.json()).into()
+        })
     }
 
     /// Whether `other` is the very same shared object (not only an equal one).

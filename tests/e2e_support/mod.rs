@@ -460,6 +460,18 @@ pub fn gzip_json(value: &Value) -> Vec<u8> {
     encoder.finish().expect("gzip")
 }
 
+/// The items of `backup` in `ferry status --cluster b -o json`.
+pub fn status_items(ferry: &Ferry, backup: &str) -> Vec<Value> {
+    let status = ferry.status(Some("b"));
+    status["clusters"][0]["backups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["backup"] == backup)
+        .flat_map(|b| b["items"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
 /// Deletes every object of a backup's folder, as `velero backup delete` (or Velero's GC) does in the bucket.
 pub async fn delete_backup_folder(bed: &TestBed, name: &str) {
     use futures::TryStreamExt;
