@@ -79,6 +79,9 @@ pub struct ClusterRecord {
     pub generation: u64,
     /// Which kinds the cluster serves, as its agent last said (`None`: never said; every kind is assumed).
     pub apis: Option<ClusterApis>,
+    /// The planner's input as last built, with the generation and liveness it was built for: a pass that
+    /// replans every cluster for a catalog change takes it as is (objects are shared, not copied).
+    planner_input: Option<(u64, bool, Arc<ClusterState>)>,
 }
 
 impl ClusterRecord {
@@ -93,6 +96,7 @@ impl ClusterRecord {
             desired_keys: HashSet::new(),
             generation: 0,
             apis: None,
+            planner_input: None,
         }
     }
 
@@ -222,6 +226,18 @@ impl ClusterRecord {
         }
         inventory.apis = served_apis(self.apis.as_ref());
         ClusterState { inventory, ..self.config.clone() }
+    }
+
+    /// [`ClusterRecord::cluster_state`] with `live` set, built again only when the inventory changed since.
+    pub fn planner_input(&mut self, live: bool) -> Arc<ClusterState> {
+        match &self.planner_input {
+            Some((generation, was_live, input)) if *generation == self.generation && *was_live == live => input.clone(),
+            _ => {
+                let input = Arc::new(ClusterState { live, ..self.cluster_state() });
+                self.planner_input = Some((self.generation, live, input.clone()));
+                input
+            }
+        }
     }
 
     /// What retirement's bookkeeping reads of this cluster: its BSLs and the objects ferry made, nothing else

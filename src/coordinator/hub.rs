@@ -87,7 +87,7 @@ struct HubState {
 /// Everything one recompute needs, copied out of the lock.
 pub struct RecomputeInputs {
     /// Each dirty cluster's planner input and the inventory generation it was taken at.
-    pub clusters: Vec<(ClusterState, u64)>,
+    pub clusters: Vec<(Arc<ClusterState>, u64)>,
     pub catalogs: Vec<Arc<LocationCatalog>>,
     pub complete: bool,
 }
@@ -343,15 +343,13 @@ impl Hub {
         let dirty = std::mem::take(&mut state.dirty);
         let now = SystemTime::now();
         let s = &self.settings;
-        let clusters = dirty
-            .iter()
-            .filter_map(|name| state.clusters.get(name))
-            .map(|e| {
-                let mut cluster = e.record.cluster_state();
-                cluster.live = e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed) == Liveness::Live;
-                (cluster, e.record.generation)
-            })
-            .collect();
+        let mut clusters = Vec::with_capacity(dirty.len());
+        for name in &dirty {
+            let Some(entry) = state.clusters.get_mut(name) else { continue };
+            let record = &mut entry.record;
+            let live = record.liveness(now, s.heartbeat_interval, s.stale_after_missed) == Liveness::Live;
+            clusters.push((record.planner_input(live), record.generation));
+        }
         let (catalogs, complete) = catalogs(&state.locations);
         RecomputeInputs { clusters, catalogs, complete }
     }

@@ -254,7 +254,7 @@ pub fn inventory_object(item: &InventoryItem) -> Result<InventoryObject, ItemErr
         return Err(ItemError::Mismatch { field: "kind", found: kind.into(), claimed: item.kind.clone() });
     }
     let malformed = |reason: String| ItemError::Malformed { kind: item.kind.clone(), name: item.name.clone(), reason };
-    match InventoryObject::parse(&item.kind, raw) {
+    match InventoryObject::parse_view(&item.kind, raw) {
         Ok(Some(object)) => Ok(object),
         Ok(None) => Err(ItemError::UnknownKind(item.kind.clone())),
         Err(e) => Err(malformed(e.to_string())),

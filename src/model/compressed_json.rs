@@ -16,7 +16,8 @@ const LEVEL: i32 = 3;
 /// The default is empty text.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct CompressedJson {
-    compressed: Box<[u8]>,
+    /// Shared: clones of an object (one per plan pass) do not copy it.
+    compressed: std::sync::Arc<[u8]>,
     text_len: u32,
 }
 
@@ -38,7 +39,7 @@ impl CompressedJson {
         let compressed = COMPRESSOR.with(|cell| cell.borrow_mut().as_mut().and_then(|c| c.compress(text).ok()));
         match compressed {
             Some(compressed) if text.len() < UNCOMPRESSED as usize => {
-                Self { compressed: compressed.into_boxed_slice(), text_len: text.len() as u32 }
+                Self { compressed: compressed.into(), text_len: text.len() as u32 }
             }
             _ => Self { compressed: text.into(), text_len: UNCOMPRESSED },
         }

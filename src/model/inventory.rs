@@ -87,6 +87,12 @@ impl Inventory {
     }
 }
 
+#[derive(Clone, Copy)]
+enum Read {
+    Whole,
+    ViewOnly,
+}
+
 /// One object of a kind ferry plans against, parsed from its JSON.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InventoryObject {
@@ -104,6 +110,22 @@ pub enum InventoryObject {
 impl InventoryObject {
     /// Parses `item` as `kind`; `Ok(None)` for kinds ferry does not plan against.
     pub fn parse(kind: &str, item: Value) -> Result<Option<Self>, serde_json::Error> {
+        Self::parse_with(kind, item, Read::Whole)
+    }
+
+    /// [`InventoryObject::parse`], keeping only the typed views (what planning reads): how the coordinator
+    /// holds every cluster's inventory, never building anything from an inventory object's JSON.
+    pub fn parse_view(kind: &str, item: Value) -> Result<Option<Self>, serde_json::Error> {
+        Self::parse_with(kind, item, Read::ViewOnly)
+    }
+
+    fn parse_with(kind: &str, item: Value, read: Read) -> Result<Option<Self>, serde_json::Error> {
+        fn object<K: crate::model::Kind>(item: Value, read: Read) -> Result<Object<K>, serde_json::Error> {
+            match read {
+                Read::Whole => Object::from_value(item),
+                Read::ViewOnly => Object::view_only(&item),
+            }
+        }
         Ok(Some(match kind {
             "Namespace" => {
                 let terminating = item.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
@@ -113,10 +135,10 @@ impl InventoryObject {
                 }
                 InventoryObject::Namespace { name: name.to_string(), terminating }
             }
-            BackupStorageLocation::KIND => InventoryObject::StorageLocation(Object::from_value(item)?),
-            Backup::KIND => InventoryObject::Backup(Object::from_value(item)?),
-            PodVolumeBackup::KIND => InventoryObject::PodVolumeBackup(Object::from_value(item)?),
-            NonAdminBackup::KIND => InventoryObject::NonAdminBackup(Object::from_value(item)?),
+            BackupStorageLocation::KIND => InventoryObject::StorageLocation(object(item, read)?),
+            Backup::KIND => InventoryObject::Backup(object(item, read)?),
+            PodVolumeBackup::KIND => InventoryObject::PodVolumeBackup(object(item, read)?),
+            NonAdminBackup::KIND => InventoryObject::NonAdminBackup(object(item, read)?),
             _ => return Ok(None),
         }))
     }

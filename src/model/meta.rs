@@ -14,6 +14,9 @@ pub struct ObjectMeta {
     pub namespace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// Opaque; kept so that a deletion can be made conditional on the object being unchanged (retirement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
     /// Only the keys ferry reads ([`READ_KEYS`](super::labels::READ_KEYS)); the raw JSON has them all.
     #[serde(skip_serializing_if = "StringMap::is_empty")]
     pub labels: StringMap,

@@ -6,6 +6,7 @@
 //! ferry would create.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -21,10 +22,11 @@ pub trait Kind: DeserializeOwned {
     fn metadata(&self) -> &ObjectMeta;
 }
 
-/// Typed view plus the exact JSON it came from.
+/// Typed view plus the exact JSON it came from. Both are shared, so a clone is two reference counts: the
+/// coordinator hands every plan pass its clusters' inventories without copying them.
 #[derive(Debug, Clone)]
 pub struct Object<K> {
-    pub view: K,
+    pub view: Arc<K>,
     raw: CompressedJson,
 }
 
@@ -33,14 +35,22 @@ impl<K: Kind> Object<K> {
     pub fn from_value(raw: Value) -> Result<Self, serde_json::Error> {
         let FromObject(view) = FromObject::<K>::deserialize(&raw)?;
         let raw = CompressedJson::new(&serde_json::to_vec(&raw)?);
-        Ok(Self { view, raw })
+        Ok(Self { view: Arc::new(view), raw })
     }
 
     /// Parses JSON text as `K` without building a tree: the view straight from the text (see
     /// [`view_from_json_text`]), the raw JSON as the text with insignificant whitespace removed.
     pub fn from_json_text(text: &str) -> Result<Self, serde_json::Error> {
         let view = view_from_json_text(text)?;
-        Ok(Self { view, raw: CompressedJson::new(&compact(text)) })
+        Ok(Self { view: Arc::new(view), raw: CompressedJson::new(&compact(text)) })
+    }
+
+    /// Parses `raw` as `K` and keeps only the typed view: for objects nothing is ever built from (a cluster's
+    /// inventory as the coordinator holds it, where the raw JSON would be most of the memory).
+    /// [`Object::to_value`] is then `{}`.
+    pub fn view_only(raw: &Value) -> Result<Self, serde_json::Error> {
+        let FromObject(view) = FromObject::<K>::deserialize(raw)?;
+        Ok(Self { view: Arc::new(view), raw: CompressedJson::default() })
     }
 
     pub fn meta(&self) -> &ObjectMeta {
@@ -58,6 +68,9 @@ impl<K: Kind> Object<K> {
     /// The raw JSON as a tree, to be edited into the object ferry would create.
     pub fn to_value(&self) -> Value {
         // Both constructors keep only text a tree parser takes, so it parses back.
+        if self.raw.is_empty() {
+            return Value::Object(Default::default());
+        }
         serde_json::from_slice(&self.raw.text()).unwrap_or(Value::Null)
     }
 

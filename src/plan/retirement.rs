@@ -76,7 +76,7 @@ fn made_objects<'a>(cluster: &'a ClusterState) -> Vec<Made<'a>> {
                 provenance,
                 bsl,
                 tenant,
-                raw: object.raw(),
+                raw: object.planned(),
             });
         }
     };
@@ -98,7 +98,10 @@ trait MadeView {
     fn meta_ref(&self) -> &crate::model::ObjectMeta;
     fn namespace_ref(&self) -> &str;
     fn name_ref(&self) -> &str;
-    fn raw(&self) -> Value;
+    /// What the agent checks before it deletes (`agent/retire.rs`): identity, UID, resourceVersion, ferry's label
+    /// and the provenance annotations. Built from the typed view, so it is the same whether the inventory kept
+    /// each object's JSON (`ferry plan`) or not (the coordinator).
+    fn planned(&self) -> Value;
 }
 
 impl<T: Kind> MadeView for Object<T> {
@@ -111,8 +114,9 @@ impl<T: Kind> MadeView for Object<T> {
     fn name_ref(&self) -> &str {
         self.name()
     }
-    fn raw(&self) -> Value {
-        self.to_value()
+    fn planned(&self) -> Value {
+        let metadata = serde_json::to_value(self.meta()).unwrap_or_default();
+        serde_json::json!({"apiVersion": T::API_VERSION, "kind": T::KIND, "metadata": metadata})
     }
 }
 
@@ -315,6 +319,36 @@ mod tests {
         let report = retiring(&report);
         assert!(report.iter().all(|i| i.action == Action::WouldRetire) && report.len() == 3);
         assert!(report[0].reason.as_deref().unwrap().starts_with("would retire (retirement.mode is report)"));
+    }
+
+    #[test]
+    fn an_inventory_held_without_its_json_retires_the_same_objects_with_the_same_preconditions() {
+        let daily = entry(admin_backup("daily-1", "Completed"), 1);
+        let mut t = converged(&[daily], vec![bsl("b-bsl", "velero")]);
+        for b in t.inventory.backups.iter_mut() {
+            let mut v = b.to_value();
+            v["metadata"]["resourceVersion"] = "41".into();
+            *b = Object::from_value(v).unwrap();
+        }
+        // As the coordinator holds it: typed views only (`InventoryObject::parse_view`).
+        let mut held = t.clone();
+        held.inventory.backups =
+            t.inventory.backups.iter().map(|b| Object::view_only(&b.to_value()).unwrap()).collect();
+        held.inventory.pod_volume_backups =
+            t.inventory.pod_volume_backups.iter().map(|p| Object::view_only(&p.to_value()).unwrap()).collect();
+        assert_eq!(held.inventory.backups[0].raw_len(), 0, "no JSON kept");
+        let locations = after_deletion(3, Duration::from_secs(700), &[&t]);
+        let whole = plan_cluster(&locations, &t, &identity(), &options(RetireMode::Delete)).items;
+        let viewed = plan_cluster(&locations, &held, &identity(), &options(RetireMode::Delete)).items;
+        assert_eq!(retiring(&whole), retiring(&viewed));
+        let planned = retiring(&viewed)[0].object.as_ref().unwrap();
+        assert_eq!(planned["metadata"]["resourceVersion"], "41");
+        let whole_planned = retiring(&whole)[0].object.as_ref().unwrap();
+        let source_uid = &whole_planned["metadata"]["annotations"][labels::FERRY_BACKUP_UID];
+        assert!(source_uid.is_string(), "the provenance annotation is planned");
+        assert_eq!(&planned["metadata"]["annotations"][labels::FERRY_BACKUP_UID], source_uid);
+        assert_eq!(planned["metadata"]["labels"][labels::FERRY_MANAGED_BY], labels::FERRY_MANAGED_BY_VALUE);
+        assert_eq!((planned["apiVersion"].as_str(), planned["kind"].as_str()), (Some("velero.io/v1"), Some("Backup")));
     }
 
     #[test]
