@@ -10,8 +10,8 @@ use ferry::coordinator::Settings;
 use ferry::coordinator::cluster::{Liveness, ObjectKey};
 use ferry::grpc::convert::{inventory_item, watched_types};
 use ferry::grpc::proto::{
-    ApplyOutcome, ApplyResult, CoordinatorMessage, DesiredAction, GetStatusRequest, InventoryItem, ItemResult,
-    PlanRequest, Snapshot,
+    AgentMessage, ApplyOutcome, ApplyResult, CoordinatorMessage, DesiredAction, DesiredSet, GetStatusRequest, Hello,
+    InventoryItem, ItemResult, PlanRequest, Resync, Snapshot,
 };
 use ferry::plan::{PlanOptions, plan_cluster};
 use serde_json::json;
@@ -520,5 +520,120 @@ async fn a_flooding_agent_is_slowed_to_its_rate_while_other_clusters_keep_flowin
     assert!(processed >= u64::from(rate) / 2, "the flooder is slowed, not cut off: {processed}");
     flooder.abort();
     b.shutdown().await;
+    coordinator.shutdown().await.expect("shutdown");
+}
+
+/// A raw agent stream: Hello with `capabilities`, then cluster-b's snapshots; returns the sender (to send more)
+/// and the coordinator's messages.
+async fn raw_session(
+    bed: &Bed,
+    addr: std::net::SocketAddr,
+    capabilities: &[&str],
+) -> (tokio::sync::mpsc::Sender<AgentMessage>, tonic::Streaming<CoordinatorMessage>) {
+    use ferry::grpc::proto::agent_message::Body;
+    let channel = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
+        .expect("endpoint")
+        .tls_config(bed.client_tls("cluster-b"))
+        .expect("tls")
+        .connect()
+        .await
+        .expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let hello = Hello { capabilities: capabilities.iter().map(|c| c.to_string()).collect(), ..Default::default() };
+    tx.send(AgentMessage { body: Some(Body::Hello(hello)) }).await.expect("hello");
+    let inventory = cluster_b_inventory();
+    let count = inventory.len();
+    for (i, (resource, items)) in inventory.into_iter().enumerate() {
+        let snapshot = Snapshot { items, resource: Some(resource), last: i + 1 == count, more: false };
+        tx.send(AgentMessage { body: Some(Body::Snapshot(snapshot)) }).await.expect("snapshot");
+    }
+    let mut client = ferry::grpc::proto::federation_client::FederationClient::new(channel);
+    let inbound = client.session(tokio_stream::wrappers::ReceiverStream::new(rx)).await.expect("session").into_inner();
+    (tx, inbound)
+}
+
+/// The next DesiredSet on a raw stream (acks skipped).
+async fn next_set(inbound: &mut tonic::Streaming<CoordinatorMessage>) -> DesiredSet {
+    use ferry::grpc::proto::coordinator_message::Body;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), inbound.message())
+            .await
+            .expect("a message in time")
+            .expect("stream healthy")
+            .expect("stream open");
+        if let Some(Body::DesiredSet(set)) = message.body {
+            return set;
+        }
+    }
+}
+
+fn sorted(mut items: Vec<ferry::grpc::proto::DesiredItem>) -> Vec<ferry::grpc::proto::DesiredItem> {
+    items.sort_by_key(|i| i.r#ref.as_ref().map(|r| (r.kind.clone(), r.namespace.clone(), r.name.clone())));
+    items
+}
+
+/// Writes backup `name` into the example bucket, copied from manual-2 (the way Velero lays it out).
+fn land_backup(bed: &Bed, name: &str) {
+    let backups = bed.path().join("bucket/velero/backups");
+    let fresh = backups.join(name);
+    std::fs::create_dir_all(&fresh).expect("mkdir");
+    let mut metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(backups.join("manual-2/velero-backup.json")).expect("read"))
+            .expect("json");
+    metadata["metadata"]["name"] = json!(name);
+    std::fs::write(fresh.join("velero-backup.json"), serde_json::to_vec(&metadata).expect("json")).expect("write");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_goes_as_a_delta_to_agents_that_fold_it_and_whole_to_others_and_after_a_resync() {
+    use ferry::grpc::agent_client::CHUNKED_DESIRED_SETS;
+    use ferry::grpc::proto::agent_message::Body;
+    use ferry::grpc::set_delta::{self, DESIRED_SET_DELTAS};
+    let bed = Bed::new();
+    let coordinator = bed.start(fast_settings()).await;
+    let (tx, mut inbound) = raw_session(&bed, coordinator.addr, &[CHUNKED_DESIRED_SETS, DESIRED_SET_DELTAS]).await;
+    let first = next_set(&mut inbound).await;
+    assert!(!set_delta::is_delta(&first), "the first set on a stream is whole");
+    assert!(first.items.len() > 3, "{}", first.items.len());
+
+    // One backup lands: the agent gets that backup's items only, against the set it holds.
+    land_backup(&bed, "manual-3");
+    let delta = next_set(&mut inbound).await;
+    assert_eq!(delta.base_version, first.version);
+    assert!(!delta.items.is_empty() && delta.items.iter().all(|i| i.backup == "manual-3"), "{delta:#?}");
+    assert!(delta.items.len() < first.items.len());
+    let folded = set_delta::fold(Some(&first), delta.clone()).expect("folds onto the held set");
+    let whole = coordinator.hub.plan_now("cluster-b", &PlanOptions::default()).expect("plan");
+    assert_eq!(folded.version, whole.version);
+    assert_eq!(sorted(folded.items.clone()), sorted(whole.items.clone()), "the fold is the whole set");
+
+    // An agent that cannot fold asks again: the whole set comes, on the same stream.
+    let resync = Resync { held_version: "lost".into(), reason: "test".into() };
+    tx.send(AgentMessage { body: Some(Body::Resync(resync)) }).await.expect("resync");
+    let again = next_set(&mut inbound).await;
+    assert!(!set_delta::is_delta(&again));
+    assert_eq!((again.version.as_str(), again.items.len()), (whole.version.as_str(), whole.items.len()));
+    drop((tx, inbound));
+
+    // An agent without the capability gets the whole set on every change.
+    let (tx, mut inbound) = raw_session(&bed, coordinator.addr, &[CHUNKED_DESIRED_SETS]).await;
+    let _ = next_set(&mut inbound).await;
+    land_backup(&bed, "manual-4");
+    let changed = next_set(&mut inbound).await;
+    assert!(!set_delta::is_delta(&changed));
+    assert!(
+        changed.items.iter().any(|i| i.backup == "manual-4") && changed.items.iter().any(|i| i.backup != "manual-4")
+    );
+
+    // And the agent client folds what it gets into the same set the coordinator plans.
+    drop((tx, inbound));
+    let client = agent(bed.agent_config(coordinator.addr, "cluster-b"), &cluster_b_inventory());
+    let _ = wait_desired(&client, |d| d.items.iter().any(|i| i.backup == "manual-4")).await;
+    land_backup(&bed, "manual-5");
+    let folded = wait_desired(&client, |d| d.items.iter().any(|i| i.backup == "manual-5")).await;
+    let whole = coordinator.hub.plan_now("cluster-b", &PlanOptions::default()).expect("plan");
+    assert_eq!(folded.version, whole.version);
+    assert_eq!(sorted(folded.items.clone()), sorted(whole.items.clone()));
+    client.shutdown().await;
     coordinator.shutdown().await.expect("shutdown");
 }

@@ -145,7 +145,7 @@ async fn a_compromised_coordinator_gets_nothing_hostile_applied() {
             &labelled("velero.io/v1", "Backup", VELERO_NS, "good", completed),
         ),
     ];
-    let set = DesiredSet { version: "hostile-1".into(), items, complete: true, more: false };
+    let set = DesiredSet { version: "hostile-1".into(), items, complete: true, ..Default::default() };
 
     // The coordinator's certificate and the agents' from the same demo PKI as the real bed uses.
     let dir = tempfile::Builder::new().prefix("ferry-e2e-hostile-").tempdir().expect("dir");

@@ -620,6 +620,7 @@ mod tests {
             ],
             complete: true,
             more: false,
+            ..Default::default()
         };
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
@@ -651,6 +652,7 @@ mod tests {
             ],
             complete: true,
             more: false,
+            ..Default::default()
         };
         let mut memory = Memory::default();
         let results = reconcile(&api, &guard(), &set, &mut memory).await;
@@ -680,6 +682,7 @@ mod tests {
             items: vec![item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n")))],
             complete: true,
             more: false,
+            ..Default::default()
         };
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert_eq!(results[0].outcome, ApplyOutcome::Applied as i32);
@@ -708,6 +711,7 @@ mod tests {
             ],
             complete: true,
             more: false,
+            ..Default::default()
         };
         let mut memory = Memory::default();
         let results = reconcile(&api, &guard(), &set, &mut memory).await;
@@ -757,6 +761,7 @@ mod tests {
             ],
             complete: true,
             more: false,
+            ..Default::default()
         };
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).unwrap().outcome;

@@ -417,6 +417,7 @@ mod tests {
             items: vec![DesiredItem { r#ref: Some(object_ref("Backup", "velero", "b1")), ..Default::default() }],
             complete: true,
             more: false,
+            ..Default::default()
         };
         assert!(r.set_desired(Arc::new(set.clone())));
         assert!(!r.set_desired(Arc::new(set)), "same version: not a change");

@@ -136,7 +136,7 @@ mod tests {
                 item(DesiredAction::Refuse, "Backup", "b2", "tampered ownership"),
             ],
             complete: true,
-            more: false,
+            ..Default::default()
         }));
         let results = [
             ItemResult { r#ref: Some(object_ref("Backup", "velero", "b1")), outcome: 1, message: String::new() },

@@ -24,9 +24,10 @@ use super::proto::coordinator_message::Body as CoordinatorBody;
 use super::proto::federation_client::FederationClient;
 use super::proto::{
     AgentMessage, ApplyResult, ClusterApis, Delta, DesiredSet, Heartbeat, Hello, InventoryItem, ObjectRef,
-    RejectedItem, ResourceType, Snapshot,
+    RejectedItem, ResourceType, Resync, Snapshot,
 };
 use super::server::DEV_IDENTITY_HEADER;
+use super::set_delta::{self, DESIRED_SET_DELTAS};
 use super::tls::{TlsFiles, client_tls_config};
 use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 
@@ -64,7 +65,7 @@ impl AgentConfig {
             heartbeat_interval: Duration::from_secs(10),
             backoff: Backoff::default(),
             software_version: env!("CARGO_PKG_VERSION").into(),
-            capabilities: vec![CHUNKED_DESIRED_SETS.into()],
+            capabilities: vec![CHUNKED_DESIRED_SETS.into(), DESIRED_SET_DELTAS.into()],
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             connect_timeout: Duration::from_secs(5),
         }
@@ -376,8 +377,24 @@ async fn session(
                     Some(CoordinatorBody::DesiredSet(chunk)) => {
                         // A set arrived: the session is healthy, so the next loss starts the backoff afresh.
                         backoff.reset();
-                        if let Some(set) = chunks::assemble(&mut partial_set, chunk) {
+                        let Some(set) = chunks::assemble(&mut partial_set, chunk) else { continue };
+                        if !set_delta::is_delta(&set) {
                             desired.send_replace(Some(Arc::new(set)));
+                            continue;
+                        }
+                        let held = desired.borrow().clone();
+                        match set_delta::fold(held.as_deref(), set) {
+                            Ok(set) => {
+                                desired.send_replace(Some(Arc::new(set)));
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot fold the coordinator's delta; asking for the whole set");
+                                let held_version = held.map(|h| h.version.clone()).unwrap_or_default();
+                                let resync = Resync { held_version, reason: e.to_string() };
+                                if out.send(AgentMessage { body: Some(AgentBody::Resync(resync)) }).await.is_err() {
+                                    return Exit::Lost("stream closed while asking for the whole set".into());
+                                }
+                            }
                         }
                     }
                     Some(CoordinatorBody::Ack(ack)) => link.send_modify(|l| {

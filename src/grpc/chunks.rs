@@ -56,13 +56,20 @@ pub fn split_desired_set(set: DesiredSet, budget: usize) -> Vec<DesiredSet> {
     if set.encoded_len() <= budget {
         return vec![set];
     }
+    // Deltas are never chunked (see the proto), so a chunk carries no delta fields.
     let DesiredSet { version, items, complete, .. } = set;
     let chunks = by_encoded_size(items, budget);
     let count = chunks.len();
     chunks
         .into_iter()
         .enumerate()
-        .map(|(i, items)| DesiredSet { version: version.clone(), items, complete, more: i + 1 < count })
+        .map(|(i, items)| DesiredSet {
+            version: version.clone(),
+            items,
+            complete,
+            more: i + 1 < count,
+            ..Default::default()
+        })
         .collect()
 }
 
@@ -106,7 +113,7 @@ mod tests {
     #[test]
     fn a_hundred_thousand_items_go_in_chunks_under_the_limit_and_come_back_whole() {
         let limit = 4 * 1024 * 1024;
-        let set = DesiredSet { version: "v1".into(), items: items(100_000), complete: true, more: false };
+        let set = DesiredSet { version: "v1".into(), items: items(100_000), complete: true, ..Default::default() };
         assert!(set.encoded_len() > limit, "the test needs a set over the limit");
         let chunks = split_desired_set(set.clone(), budget(limit));
         assert!(chunks.len() > 1);
@@ -124,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_small_set_is_one_message_and_a_new_version_starts_over() {
-        let set = DesiredSet { version: "v1".into(), items: items(3), complete: true, more: false };
+        let set = DesiredSet { version: "v1".into(), items: items(3), complete: true, ..Default::default() };
         assert_eq!(split_desired_set(set.clone(), 1 << 20), vec![set.clone()]);
         let mut partial = None;
         let first = DesiredSet { more: true, ..set.clone() };

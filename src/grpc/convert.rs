@@ -79,7 +79,7 @@ pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
         .map(|(planned, item)| planned.object.as_ref().filter(|_| !item.raw_json.is_empty()).map(|o| o.digest()))
         .collect();
     let version = version_of(&items, &digests, complete);
-    DesiredSet { version, items, complete, more: false }
+    DesiredSet { version, items, complete, ..Default::default() }
 }
 
 /// DESIGN §4's apply order is Backup → PVBs → NAB: NAC counts a backup's PVBs into the NAB's status when it

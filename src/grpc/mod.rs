@@ -13,6 +13,7 @@ pub mod convert;
 pub mod identity;
 pub mod rate_limit;
 pub mod server;
+pub mod set_delta;
 pub mod tls;
 pub mod tls_acceptor;
 

@@ -22,13 +22,14 @@ use super::proto::agent_message::Body as AgentBody;
 use super::proto::coordinator_message::Body as CoordinatorBody;
 use super::proto::federation_server::{Federation, FederationServer};
 use super::proto::{
-    Ack, AgentMessage, CoordinatorMessage, DescribeBackupRequest, DescribeBackupResponse, GetStatusRequest,
+    Ack, AgentMessage, CoordinatorMessage, DescribeBackupRequest, DescribeBackupResponse, DesiredSet, GetStatusRequest,
     GetStatusResponse, Goodbye, PlanRequest, PlanResponse, Snapshot,
 };
 use super::rate_limit::TokenBucket;
+use super::set_delta::{self, DESIRED_SET_DELTAS};
 use crate::bucket::Loader;
 use crate::coordinator::cluster::CheckedItems;
-use crate::coordinator::hub::{Hub, HubError, SessionHandle};
+use crate::coordinator::hub::{Hub, HubError, Published, SessionHandle};
 use crate::coordinator::legacy_volumes;
 use crate::plan::PlanOptions;
 
@@ -123,6 +124,7 @@ impl Federation for FederationService {
         tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
         let (tx, rx) = mpsc::channel(16);
         let chunked_sets = hello.capabilities.iter().any(|c| c == CHUNKED_DESIRED_SETS);
+        let delta_sets = hello.capabilities.iter().any(|c| c == DESIRED_SET_DELTAS);
         let session = SessionTask {
             hub: self.hub.clone(),
             cluster,
@@ -131,6 +133,8 @@ impl Federation for FederationService {
             shutdown: self.shutdown.clone(),
             ready: None,
             chunked_sets,
+            delta_sets,
+            sent: None,
             partial_snapshot: None,
         };
         tokio::spawn(session.run(inbound));
@@ -196,6 +200,10 @@ struct SessionTask {
     ready: Option<u64>,
     /// The agent reassembles chunked DesiredSets (it said so in its Hello).
     chunked_sets: bool,
+    /// The agent folds DesiredSet deltas (it said so in its Hello).
+    delta_sets: bool,
+    /// The set last sent on this stream: what the agent holds, and so the base of the next delta.
+    sent: Option<Arc<DesiredSet>>,
     /// The chunks so far of a snapshot sent in chunks (`Snapshot.more`).
     partial_snapshot: Option<Snapshot>,
 }
@@ -220,7 +228,6 @@ impl SessionTask {
     }
 
     async fn serve(&mut self, inbound: &mut Streaming<AgentMessage>) -> End {
-        let mut last_sent = String::new();
         let mut rate = TokenBucket::new(self.hub.settings.max_messages_per_second, std::time::Instant::now());
         loop {
             tokio::select! {
@@ -243,25 +250,8 @@ impl SessionTask {
                         return End::Goodbye("the coordinator is shutting down".into());
                     }
                     let published = self.handle.desired.borrow_and_update().clone();
-                    // Only sets planned from the whole inventory the agent sent on connecting: one planned a
-                    // moment before its last snapshot arrived was planned from part of it.
-                    if self.ready.is_none_or(|ready| published.generation < ready) {
-                        continue;
-                    }
-                    let desired = &published.set;
-                    if desired.version != last_sent || desired.version.is_empty() {
-                        last_sent = desired.version.clone();
-                        // A set too large for one message goes in chunks, to an agent that can take them.
-                        let parts = match self.chunked_sets {
-                            true => split_desired_set((**desired).clone(), budget(self.hub.settings.max_message_bytes)),
-                            false => vec![(**desired).clone()],
-                        };
-                        for part in parts {
-                            let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet(part)) };
-                            if self.tx.send(Ok(message)).await.is_err() {
-                                return End::AgentClosed;
-                            }
-                        }
+                    if let Err(end) = self.send_desired(&published).await {
+                        return end;
                     }
                 }
                 _ = self.handle.current_session.changed() => {
@@ -271,6 +261,46 @@ impl SessionTask {
                 }
                 _ = self.shutdown.changed() => return End::Goodbye("the coordinator is shutting down".into()),
             }
+        }
+    }
+
+    /// Sends the published set if the agent does not hold it yet: whole on the stream's first send (and after
+    /// a `Resync`), as a delta against the set last sent when the agent folds deltas.
+    async fn send_desired(&mut self, published: &Published) -> Result<(), End> {
+        // Only sets planned from the whole inventory the agent sent on connecting: one planned a moment before
+        // its last snapshot arrived was planned from part of it.
+        if self.ready.is_none_or(|ready| published.generation < ready) {
+            return Ok(());
+        }
+        let desired = &published.set;
+        let sent = self.sent.as_ref().filter(|sent| !sent.version.is_empty() && sent.version == desired.version);
+        if sent.is_some() {
+            return Ok(());
+        }
+        let budget = budget(self.hub.settings.max_message_bytes);
+        let parts = match (&self.sent, self.delta_sets) {
+            (Some(sent), true) => {
+                let change = set_delta::change(sent, desired, budget);
+                match set_delta::is_delta(&change) {
+                    true => vec![change],
+                    false => self.whole(desired, budget),
+                }
+            }
+            _ => self.whole(desired, budget),
+        };
+        self.sent = Some(desired.clone());
+        for part in parts {
+            let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet(part)) };
+            self.tx.send(Ok(message)).await.map_err(|_| End::AgentClosed)?;
+        }
+        Ok(())
+    }
+
+    /// The whole set as messages: in chunks when too large for one, to an agent that can take them.
+    fn whole(&self, desired: &DesiredSet, budget: usize) -> Vec<DesiredSet> {
+        match self.chunked_sets {
+            true => split_desired_set(desired.clone(), budget),
+            false => vec![desired.clone()],
         }
     }
 
@@ -310,6 +340,13 @@ impl SessionTask {
                 hub.apis(cluster, id, now, &apis)
             }
             Some(AgentBody::Heartbeat(_)) => return hub.heartbeat(cluster, id, now).map_err(replaced),
+            Some(AgentBody::Resync(resync)) => {
+                tracing::warn!(%cluster, held = %resync.held_version, reason = %resync.reason,
+                    "the agent could not fold a delta; sending the whole set");
+                self.sent = None;
+                let published = self.handle.desired.borrow().clone();
+                return self.send_desired(&published).await;
+            }
             Some(AgentBody::Hello(_)) => {
                 return Err(End::Error(Status::invalid_argument("Hello may only be the first message")));
             }

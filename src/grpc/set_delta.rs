@@ -1,0 +1,200 @@
+//! DesiredSet deltas: the change from the set last sent on a stream to the current one as one message, and
+//! folding such a message onto the set the agent holds. A one-backup change then costs one backup's items on the
+//! wire and in the agent's decoder, not the cluster's whole set. Pure.
+
+use std::collections::HashMap;
+
+use prost::Message;
+
+use super::proto::{DesiredItem, DesiredSet, ObjectRef};
+
+/// The Hello capability of an agent that folds DesiredSet deltas (and sends `Resync` when it cannot).
+pub const DESIRED_SET_DELTAS: &str = "desired-set-deltas-v1";
+
+/// Why a delta could not be folded; the agent then asks for the whole set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FoldError {
+    #[error("the delta is against version {base:?} but this agent holds {held:?}")]
+    OtherBase { base: String, held: String },
+    #[error("the folded set has {folded} items where the coordinator says {stated}")]
+    Count { folded: usize, stated: u64 },
+    #[error("an item of the delta has no ref")]
+    NoRef,
+}
+
+/// An item's identity within a set.
+type Key<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str);
+
+fn key(r: &ObjectRef) -> Key<'_> {
+    (&r.group, &r.version, &r.kind, &r.namespace, &r.name)
+}
+
+/// Every item's ref, or `None` when an item has none or two items share one (a set a delta cannot describe).
+fn keyed(set: &DesiredSet) -> Option<HashMap<Key<'_>, &DesiredItem>> {
+    let mut by_ref = HashMap::with_capacity(set.items.len());
+    for item in &set.items {
+        if by_ref.insert(key(item.r#ref.as_ref()?), item).is_some() {
+            return None;
+        }
+    }
+    Some(by_ref)
+}
+
+/// What to send to turn `sent` (the set last sent on the stream) into `current`: a delta when one can describe
+/// the change and is smaller than the whole set and within `budget` bytes, else the whole set.
+pub fn change(sent: &DesiredSet, current: &DesiredSet, budget: usize) -> DesiredSet {
+    let whole = || DesiredSet { base_version: String::new(), removed: Vec::new(), total_items: 0, ..current.clone() };
+    let (Some(before), Some(after)) = (keyed(sent), keyed(current)) else {
+        return whole();
+    };
+    let items: Vec<DesiredItem> = current
+        .items
+        .iter()
+        .filter(|item| item.r#ref.as_ref().and_then(|r| before.get(&key(r))).is_none_or(|held| *held != *item))
+        .cloned()
+        .collect();
+    let removed: Vec<ObjectRef> =
+        sent.items.iter().filter_map(|i| i.r#ref.as_ref()).filter(|r| !after.contains_key(&key(r))).cloned().collect();
+    let delta = DesiredSet {
+        version: current.version.clone(),
+        items,
+        complete: current.complete,
+        more: false,
+        base_version: sent.version.clone(),
+        removed,
+        total_items: current.items.len() as u64,
+    };
+    let changed = delta.items.len() + delta.removed.len();
+    if sent.version.is_empty() || changed >= current.items.len().max(1) || delta.encoded_len() > budget {
+        return whole();
+    }
+    delta
+}
+
+/// Whether a received set is a delta (to be folded) rather than a whole set.
+pub fn is_delta(set: &DesiredSet) -> bool {
+    !set.base_version.is_empty()
+}
+
+/// The set `delta` describes, folded onto `held` (the set of version `delta.base_version`): held items keep
+/// their order, changed ones are replaced where they were, new ones follow.
+pub fn fold(held: Option<&DesiredSet>, delta: DesiredSet) -> Result<DesiredSet, FoldError> {
+    let held_version = held.map(|h| h.version.as_str()).unwrap_or_default();
+    let Some(held) = held.filter(|h| h.version == delta.base_version) else {
+        return Err(FoldError::OtherBase { base: delta.base_version, held: held_version.to_string() });
+    };
+    let mut upserts: HashMap<Key<'_>, &DesiredItem> = HashMap::with_capacity(delta.items.len());
+    for item in &delta.items {
+        upserts.insert(key(item.r#ref.as_ref().ok_or(FoldError::NoRef)?), item);
+    }
+    let removed: std::collections::HashSet<Key<'_>> = delta.removed.iter().map(key).collect();
+    let mut items = Vec::with_capacity(delta.total_items.min(1 << 20) as usize);
+    for item in &held.items {
+        let Some(k) = item.r#ref.as_ref().map(key) else { continue };
+        if removed.contains(&k) {
+            continue;
+        }
+        match upserts.remove(&k) {
+            Some(changed) => items.push(changed.clone()),
+            None => items.push(item.clone()),
+        }
+    }
+    // The rest, in the delta's order.
+    items.extend(
+        delta.items.iter().filter(|i| i.r#ref.as_ref().is_some_and(|r| upserts.contains_key(&key(r)))).cloned(),
+    );
+    if items.len() as u64 != delta.total_items {
+        return Err(FoldError::Count { folded: items.len(), stated: delta.total_items });
+    }
+    Ok(DesiredSet {
+        version: delta.version,
+        items,
+        complete: delta.complete,
+        more: false,
+        base_version: String::new(),
+        removed: Vec::new(),
+        total_items: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::convert::object_ref;
+
+    fn item(name: &str, body: &str) -> DesiredItem {
+        DesiredItem {
+            r#ref: Some(object_ref("Backup", "velero", name)),
+            backup: name.into(),
+            raw_json: body.as_bytes().to_vec().into(),
+            ..Default::default()
+        }
+    }
+
+    fn set(version: &str, items: Vec<DesiredItem>) -> DesiredSet {
+        DesiredSet { version: version.into(), items, complete: true, ..Default::default() }
+    }
+
+    fn names(set: &DesiredSet) -> Vec<&str> {
+        set.items.iter().map(|i| i.r#ref.as_ref().unwrap().name.as_str()).collect()
+    }
+
+    fn hundred(version: &str) -> DesiredSet {
+        set(version, (0..100).map(|i| item(&format!("b-{i:03}"), "{}")).collect())
+    }
+
+    #[test]
+    fn a_one_item_change_is_sent_as_that_item_and_folds_back_into_the_whole_set() {
+        let v1 = hundred("v1");
+        let mut v2 = v1.clone();
+        v2.version = "v2".into();
+        v2.items[7] = item("b-007", r#"{"changed":true}"#);
+        v2.items.remove(50);
+        v2.items.push(item("new", "{}"));
+        let delta = change(&v1, &v2, 1 << 20);
+        assert!(is_delta(&delta));
+        assert_eq!(names(&delta), ["b-007", "new"]);
+        assert_eq!(delta.removed, [object_ref("Backup", "velero", "b-050")]);
+        assert_eq!(delta.total_items, 100);
+        let folded = fold(Some(&v1), delta).unwrap();
+        assert_eq!(folded, v2, "same items, same order, same version and completeness");
+    }
+
+    #[test]
+    fn an_unchanged_item_is_not_sent_and_a_changed_completeness_is() {
+        let v1 = hundred("v1");
+        let v2 = DesiredSet { version: "v2".into(), complete: false, ..v1.clone() };
+        let delta = change(&v1, &v2, 1 << 20);
+        assert!(is_delta(&delta) && delta.items.is_empty() && delta.removed.is_empty());
+        assert!(!fold(Some(&v1), delta).unwrap().complete);
+    }
+
+    #[test]
+    fn the_whole_set_goes_when_a_delta_would_not_be_smaller_or_fit_or_has_no_base() {
+        let v1 = hundred("v1");
+        let other = set("v2", (0..100).map(|i| item(&format!("c-{i:03}"), "{}")).collect());
+        assert!(!is_delta(&change(&v1, &other, 1 << 20)), "everything changed");
+        let mut v2 = v1.clone();
+        v2.version = "v2".into();
+        v2.items[0] = item("b-000", &"x".repeat(5000));
+        assert!(!is_delta(&change(&v1, &v2, 1000)), "over the budget");
+        assert!(!is_delta(&change(&DesiredSet::default(), &v2, 1 << 20)), "nothing sent before");
+        let mut twice = v2.clone();
+        twice.items.push(item("b-001", "{}"));
+        assert_eq!(change(&v1, &twice, 1 << 20), twice, "two items of one ref: no delta can say which");
+    }
+
+    #[test]
+    fn a_delta_folds_only_onto_its_base_and_only_to_the_stated_count() {
+        let v1 = hundred("v1");
+        let mut v2 = v1.clone();
+        v2.version = "v2".into();
+        v2.items[3] = item("b-003", "[]");
+        let delta = change(&v1, &v2, 1 << 20);
+        let err = fold(Some(&hundred("v0")), delta.clone()).unwrap_err();
+        assert!(matches!(err, FoldError::OtherBase { .. }), "{err}");
+        assert!(matches!(fold(None, delta.clone()), Err(FoldError::OtherBase { .. })));
+        let lost = DesiredSet { total_items: 101, ..delta };
+        assert_eq!(fold(Some(&v1), lost), Err(FoldError::Count { folded: 100, stated: 101 }));
+    }
+}
