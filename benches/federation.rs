@@ -17,6 +17,7 @@ use ferry::grpc::backoff::Backoff;
 use ferry::grpc::certs::{self, CertsSpec, Validity};
 use ferry::grpc::convert::{inventory_item, watched_types};
 use ferry::grpc::proto::{InventoryItem, ResourceType};
+use ferry::grpc::set_delta::DESIRED_SET_DELTAS;
 use ferry::grpc::tls::{TlsFiles, client_tls_config};
 use ferry::model::BackupPhase;
 use serde_json::json;
@@ -32,20 +33,94 @@ const BUCKET_BACKUPS: usize = 100;
 const CHANGES: usize = 3;
 const REFRESH: Duration = Duration::from_millis(250);
 
+/// What the run turns on: the steps of issue 16, so that before and after are measured side by side.
+#[derive(Clone, Copy)]
+struct Variant {
+    /// Objects built once per pass for all clusters (`coordinator.shareTemplates`), not per cluster.
+    share: bool,
+    /// Agents announce `desired-set-deltas-v1`, so a change reaches them as a delta, not the whole set.
+    deltas: bool,
+}
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match (self.share, self.deltas) {
+            (false, false) => "objects per cluster, whole sets",
+            (true, false) => "objects once per pass, whole sets",
+            (true, true) => "objects once per pass, deltas",
+            (false, true) => "objects per cluster, deltas",
+        }
+    }
+}
+
+/// The measured numbers of one run.
+struct Measured {
+    variant: Variant,
+    agents: usize,
+    objects: usize,
+    accept_all: Duration,
+    reconnects: u64,
+    latencies: Vec<Duration>,
+    rss_kb: (u64, u64, u64),
+    cpu_accept: f64,
+    cpu_changes: f64,
+}
+
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    // Before and after in one run: objects built per cluster (`shareTemplates: false`), then once per pass.
-    let mut rows = Vec::new();
-    for share in [false, true] {
-        rows.push(runtime.block_on(bench(share))?);
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    // Agent counts (comma-separated): every variant at the largest, the default variant also at the others (for
+    // delivery latency by agent count).
+    let counts: Vec<usize> = match smoke {
+        true => vec![4],
+        false => std::env::var("FERRY_BENCH_AGENTS")
+            .unwrap_or_else(|_| "1000".into())
+            .split(',')
+            .filter_map(|v| v.trim().parse().ok())
+            .collect(),
+    };
+    let largest = counts.iter().copied().max().unwrap_or(1000);
+    let every = [
+        Variant { share: false, deltas: false },
+        Variant { share: true, deltas: false },
+        Variant { share: true, deltas: true },
+    ];
+    let mut runs = Vec::new();
+    for &agents in counts.iter().filter(|&&n| n != largest) {
+        runs.push(runtime.block_on(bench(Variant { share: true, deltas: true }, agents))?);
+    }
+    for variant in every {
+        runs.push(runtime.block_on(bench(variant, largest))?);
+    }
+    if smoke {
+        // The smoke proves the delta path delivers: the full run's numbers come from `cargo bench`.
+        anyhow::ensure!(
+            runs.iter().all(|r| r.latencies.len() == CHANGES * r.agents),
+            "every change reached every agent"
+        );
     }
     println!();
     println!(
-        "| objects shared | agents | objects/agent | accept all snapshots (s) | reconnects | delivery p50 (ms) | delivery p99 (ms) | delivery max (ms) | coordinator RSS idle / connected / peak (MB) | coordinator CPU: accept / {CHANGES} changes (s) |"
+        "| variant | agents | objects/agent | accept all snapshots (s) | reconnects | delivery p50 (ms) | delivery p99 (ms) | delivery max (ms) | coordinator RSS idle / connected / peak (MB) | coordinator CPU: accept / per change (s) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
-    for row in rows {
-        println!("{row}");
+    for run in &runs {
+        println!("{}", row(run));
+    }
+    if let Ok(path) = std::env::var("FERRY_BENCH_CSV") {
+        let mut csv = String::from("variant,agents,p50_ms,p99_ms,cpu_per_change_s,rss_connected_mb\n");
+        for run in &runs {
+            csv.push_str(&format!(
+                "{},{},{},{},{:.3},{:.0}\n",
+                run.variant.label(),
+                run.agents,
+                percentile(&run.latencies, 0.5).as_millis(),
+                percentile(&run.latencies, 0.99).as_millis(),
+                run.cpu_changes / CHANGES as f64,
+                run.rss_kb.1 as f64 / 1024.0
+            ));
+        }
+        std::fs::write(&path, csv)?;
     }
     println!(
         "\nDelivery latency is from the write of velero-backup.json to the agent holding the new set; it includes \
@@ -105,12 +180,29 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// One run; returns its table row.
-async fn bench(share: bool) -> anyhow::Result<String> {
+fn row(run: &Measured) -> String {
+    format!(
+        "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} | {:.1} / {:.2} |",
+        run.variant.label(),
+        run.agents,
+        run.objects,
+        run.accept_all.as_secs_f64(),
+        run.reconnects,
+        percentile(&run.latencies, 0.5).as_millis(),
+        percentile(&run.latencies, 0.99).as_millis(),
+        run.latencies.last().copied().unwrap_or_default().as_millis(),
+        run.rss_kb.0 as f64 / 1024.0,
+        run.rss_kb.1 as f64 / 1024.0,
+        run.rss_kb.2 as f64 / 1024.0,
+        run.cpu_accept,
+        run.cpu_changes / CHANGES as f64,
+    )
+}
+
+/// One run of `variant` with `agents` agent streams.
+async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    let agents: usize =
-        if smoke { 4 } else { std::env::var("FERRY_BENCH_AGENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000) };
+    let share = variant.share;
     let work = tempfile::tempdir()?;
     let dir = work.path();
     let clusters: Vec<String> = (0..agents).map(|i| format!("agent-{i:04}")).collect();
@@ -174,6 +266,9 @@ async fn bench(share: bool) -> anyhow::Result<String> {
             AgentConfig::new(format!("https://{addr}"), Some(client_tls_config(&files, Some("localhost"))?));
         agent.backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
         agent.connect_timeout = Duration::from_secs(30);
+        if !variant.deltas {
+            agent.capabilities.retain(|c| c != DESIRED_SET_DELTAS);
+        }
         clients.push(AgentClient::spawn(agent, inventory.clone()));
     }
     let mut first = Vec::new();
@@ -218,23 +313,21 @@ async fn bench(share: bool) -> anyhow::Result<String> {
     latencies.sort();
     let peak_rss_kb = proc_status::process_kb(pid, "VmHWM:");
 
-    let row = format!(
-        "| {} | {agents} | {objects} | {:.2} | {reconnects} | {} | {} | {} | {:.0} / {:.0} / {:.0} | {:.1} / {:.1} |",
-        if share { "once per pass" } else { "per cluster" },
-        accept_all.as_secs_f64(),
-        percentile(&latencies, 0.5).as_millis(),
-        percentile(&latencies, 0.99).as_millis(),
-        latencies.last().copied().unwrap_or_default().as_millis(),
-        idle_rss_kb as f64 / 1024.0,
-        rss_connected_kb as f64 / 1024.0,
-        peak_rss_kb as f64 / 1024.0,
+    let measured = Measured {
+        variant,
+        agents,
+        objects,
+        accept_all,
+        reconnects,
+        latencies,
+        rss_kb: (idle_rss_kb, rss_connected_kb, peak_rss_kb),
         cpu_accept,
         cpu_changes,
-    );
-    eprintln!("{row}");
+    };
+    eprintln!("{}", row(&measured));
     for client in clients {
         client.abort();
     }
     let _ = child.kill().await;
-    Ok(row)
+    Ok(measured)
 }
