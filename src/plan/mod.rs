@@ -3,6 +3,7 @@
 
 pub mod binding;
 pub mod collision;
+pub mod inventory_index;
 pub mod non_admin_backup;
 pub mod object_template;
 pub mod phase;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use crate::catalog::{self, CatalogBackup, CatalogError, Location, LocationCatalog};
 use crate::model::{Backup, BackupStorageLocation, Inventory, Kind, Object};
 use crate::resolve::{NamespaceMappings, Owner, owner_of};
+use inventory_index::InventoryIndex;
 
 pub use prerequisite::Prerequisite;
 pub use template::{PlannedObject, TemplateCache, TemplateKey};
@@ -157,6 +159,8 @@ pub struct Target<'a> {
     pub options: &'a PlanOptions,
     /// Objects built once per pass for every cluster that gets the same (`plan/template.rs`).
     pub templates: &'a TemplateCache,
+    /// The cluster's inventory by what planning looks up.
+    pub index: &'a InventoryIndex<'a>,
 }
 
 impl Target<'_> {
@@ -216,6 +220,7 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
         };
     }
     let mut items = Vec::new();
+    let index = InventoryIndex::new(&cluster.inventory);
     // One name is one Backup on a cluster: the first location (in config order) that holds it wins.
     let mut first_location: BTreeMap<&str, &str> = BTreeMap::new();
     for catalog in locations.iter().map(AsRef::as_ref) {
@@ -245,7 +250,7 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
             items.push(refused_bsl(cluster, bsl.name().to_string(), refusal.0.clone()));
             // A read-write reader gets every backup refused by name, so each shows why in plan and status.
             if binding::is_granted(cluster, location) {
-                let target = Target { cluster, location, bsl, options, templates };
+                let target = Target { cluster, location, bsl, options, templates, index: &index };
                 items.extend(
                     catalog
                         .backups
@@ -255,7 +260,7 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
             }
             continue;
         }
-        let target = Target { cluster, location, bsl, options, templates };
+        let target = Target { cluster, location, bsl, options, templates, index: &index };
         for backup in catalog.backups.values() {
             if let Some(first) = first_location.get(backup.name.as_str()) {
                 let reason = format!(

@@ -67,11 +67,10 @@ pub fn plan_tenant_backup(
         }
     };
 
-    let nabs = &inventory.non_admin_backups;
-    let refers = |n: &&Object<NonAdminBackup>| n.view.nacuuid() == Some(tenant.nacuuid.as_str());
+    let referring = target.index.nabs_referring_to(&tenant.nacuuid);
     // Only a NAB in the backup's own (mapped) namespace counts as done: one in any other namespace would let a
     // tenant block another tenant's backup by labelling a NAB of their own. Such a claim is reported instead.
-    let done = nabs.iter().filter(refers).any(|n| n.namespace() == target_ns);
+    let done = referring.iter().any(|n| n.namespace() == target_ns);
     // Ferry's own NABs of this backup that no longer match (DESIGN §3 rule 4: create-only, report drift). They
     // are never re-applied: each is reported once, in place of any other item about it.
     let made_by_ferry = |n: &Object<NonAdminBackup>| {
@@ -80,17 +79,19 @@ pub fn plan_tenant_backup(
             && meta.annotation(labels::FERRY_BACKUP_NAME) == Some(entry.name.as_str())
             && meta.annotation(labels::FERRY_SOURCE_LOCATION) == Some(target.location.name.as_str())
     };
-    let drifted: Vec<&Object<NonAdminBackup>> = nabs
+    let drifted: Vec<&Object<NonAdminBackup>> = target
+        .index
+        .nabs_annotated_with_backup(&entry.name)
         .iter()
+        .copied()
         .filter(|n| made_by_ferry(n))
         .filter(|n| {
             n.namespace() != target_ns || n.meta().label(labels::NAB_SYNCED_FROM_NACUUID) != Some(&tenant.nacuuid)
         })
         .collect();
     let is_drifted = |n: &Object<NonAdminBackup>| drifted.iter().any(|d| std::ptr::eq(*d, n));
-    let mut foreign_claims: Vec<PlanItem> = nabs
+    let mut foreign_claims: Vec<PlanItem> = referring
         .iter()
-        .filter(refers)
         .filter(|n| n.namespace() != target_ns && !is_drifted(n))
         .map(|n| PlanItem {
             action: Action::Conflict,
@@ -110,7 +111,7 @@ pub fn plan_tenant_backup(
         })
         .collect();
     foreign_claims.extend(drifted.iter().map(|n| drift_item(n, entry, tenant, &target_ns)));
-    if !done && let Some(other) = nabs.iter().find(|n| n.namespace() == target_ns && n.name() == tenant.origin_name) {
+    if !done && let Some(other) = target.index.non_admin_backup(&target_ns, &tenant.origin_name) {
         let mut items = foreign_claims;
         if !is_drifted(other) {
             let refers_to = other.view.nacuuid().unwrap_or("no backup");
@@ -253,7 +254,7 @@ pub fn admin_only_note(entry: &CatalogBackup, tenant: &Tenant, target_ns: &str, 
 /// (synced by Velero, not ours to change) with another origin makes a NAB in `target_ns` useless.
 fn origin_mismatch(target: &Target<'_>, entry: &CatalogBackup, target_ns: &str) -> Option<String> {
     let ns = &target.cluster.velero_namespace;
-    let existing = target.cluster.inventory.backups.iter().find(|b| b.name() == entry.name && b.namespace() == ns)?;
+    let existing = target.index.backup(ns, &entry.name)?;
     let origin = existing.meta().annotation(labels::NAB_ORIGIN_NAMESPACE).unwrap_or("");
     if origin == target_ns {
         return None;

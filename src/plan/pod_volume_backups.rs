@@ -34,9 +34,7 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
                 object,
             }
         };
-    let existing = |name: &str| {
-        target.cluster.inventory.pod_volume_backups.iter().find(|p| p.name() == name && p.namespace() == ns)
-    };
+    let existing = |name: &str| target.index.pod_volume_backup(ns, name);
     let mut items = Vec::new();
     let mut missing = Vec::new();
     // Names first: on a converged cluster every PVB exists and nothing is decoded.

@@ -65,7 +65,7 @@ pub fn plan(
             waits_for,
             object,
         };
-    let existing = target.cluster.inventory.backups.iter().find(|b| b.name() == name && b.namespace() == ns);
+    let existing = target.index.backup(ns, name);
     if let Some(existing) = existing {
         if is_same_backup(existing, target, entry) {
             let uid = existing.meta().uid.clone().filter(|u| !u.is_empty());
