@@ -178,6 +178,64 @@ async fn cold_load_of_2500_backups_pages_the_listing_and_shards_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_refresh_shards_by_the_previous_names_without_a_delimiter_listing_and_sees_new_and_gone_backups() {
+    let minio = Minio::shared();
+    minio.create_bucket("warm-shards");
+    let prefix = "velero";
+    let layout = Layout::new(prefix);
+    let specs: Vec<Spec> = (0..2500).map(varied_spec).collect();
+    let store = minio.store("warm-shards");
+    put_all(&store, objects_of(&layout, &specs)).await;
+    let (recorded, calls) = faults::record_pager(store.clone());
+    let (metered, counts) = metered::meter(recorded);
+    let loader = Loader::new(metered, location(&store, "warm-shards", prefix), 4);
+    let cold = loader.refresh(None).await.expect("readable");
+    assert_exactly(&cold, &specs);
+    let cold_pages = counts.tally();
+    assert_eq!(cold_pages.list_delimited, 3, "a cold load lists names by delimiter: {cold_pages:?}");
+
+    // A backup lands before the first name, one between two shards' names and one after the last; one goes.
+    let mut now = specs.clone();
+    let gone = now.remove(1300);
+    store.objects.delete(&Path::from(layout.key(&gone.name, BackupFile::Metadata).as_str())).await.expect("delete");
+    store
+        .objects
+        .delete(&Path::from(layout.key(&gone.name, BackupFile::PodVolumeBackups).as_str()))
+        .await
+        .expect("delete");
+    let landed = [
+        Spec::new("0-first", "shop", 1),
+        Spec::new(format!("{}-b", specs[1250].name), "shop", 2),
+        Spec::new("zzzz-last", "shop", 0),
+    ];
+    put_all(&store, objects_of(&layout, &landed)).await;
+    now.extend(landed.iter().cloned());
+
+    let before = counts.tally();
+    let undelimited_before = calls.undelimited().len();
+    let warm = loader.refresh(Some(&cold)).await.expect("readable");
+    let cost = counts.tally() - before;
+    assert_eq!(cost.list_delimited, 0, "no delimiter listing: {cost:?}");
+    assert_eq!((cost.get, cost.head), (2 * landed.len() as u64, 0), "only the new backups are read: {cost:?}");
+    assert_eq!(warm.listing, Listing::Complete);
+    assert_exactly(&warm, &now);
+    // Still sharded: several start offsets, from the previous catalog's names.
+    let shards: BTreeSet<Option<String>> =
+        calls.undelimited()[undelimited_before..].iter().map(|c| c.offset.clone()).collect();
+    assert!(shards.len() >= 2, "{shards:?}");
+    // The same as a cold load of the bucket as it is now.
+    let fresh = loader.refresh(None).await.expect("readable");
+    assert_eq!(warm.backups.keys().collect::<Vec<_>>(), fresh.backups.keys().collect::<Vec<_>>());
+    eprintln!(
+        "warm refresh of {} backups: {} listing pages, was {} cold (of which {} by delimiter)",
+        now.len(),
+        cost.list,
+        cold_pages.list,
+        cold_pages.list_delimited
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_refresh_costs_no_gets_and_fetches_only_what_changed() {
     let minio = Minio::shared();
     minio.create_bucket("warm-refresh");
@@ -199,7 +257,8 @@ async fn warm_refresh_costs_no_gets_and_fetches_only_what_changed() {
     let warm = loader.refresh(Some(&first)).await.expect("readable");
     let cost = counts.tally() - before;
     assert_eq!((cost.get, cost.head), (0, 0), "a warm refresh must not read objects: {cost:?}");
-    assert!(cost.list >= 2, "{cost:?}");
+    assert!(cost.list >= 1, "{cost:?}");
+    assert_eq!(cost.list_delimited, 0, "the previous catalog gives the names: no delimiter listing {cost:?}");
     assert_eq!(warm, first);
     assert!(warm.backups.iter().all(|(name, entry)| Arc::ptr_eq(entry, &first.backups[name])));
 
@@ -449,11 +508,14 @@ async fn a_failed_second_delimiter_page_keeps_every_previous_backup() {
     let full = Loader::new(store.clone(), paged.clone(), DEFAULT_CONCURRENCY).refresh(None).await.expect("readable");
     assert_exactly(&full, &specs);
 
-    // Every delimiter listing fails on its second page.
+    // Every delimiter listing fails on its second page. A refresh lists by delimiter only when the previous
+    // listing was incomplete (a complete one gives the names), so the previous catalog here is marked so.
     let (faulty, calls) = faults::wrap_pager(store, |call| call.delimiter && call.continued);
     let (faulty, counts) = metered::meter(faulty);
     let loader = Loader::new(faulty, paged, DEFAULT_CONCURRENCY);
-    let catalog = loader.refresh(Some(&full)).await.expect("the first page was read: not unreadable");
+    let mut previous = full.clone();
+    previous.listing = Listing::Incomplete { reason: "an earlier page failed".into() };
+    let catalog = loader.refresh(Some(&previous)).await.expect("the first page was read: not unreadable");
 
     assert!(calls.delimited().iter().any(|c| c.failed), "the fault was not hit: {:#?}", calls.delimited());
     let Listing::Incomplete { reason } = &catalog.listing else { panic!("listing should be incomplete") };

@@ -1,5 +1,7 @@
 //! Listing a location: backup names by delimiter (as Velero's `ListBackups` does), then every object under
-//! `backups/` with its version, in parallel shards where the store pages (S3, GCS, Azure).
+//! `backups/` with its version, in parallel shards where the store pages (S3, GCS, Azure). A refresh with a
+//! complete previous catalog takes the shard boundaries from it and the names from the objects, skipping the
+//! delimiter listing (at 100k backups, 100 pages of a folder the store reads and sorts for every page).
 
 use futures::StreamExt;
 use object_store::list::PaginatedListOptions;
@@ -7,7 +9,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 
 use super::store::Store;
-use crate::catalog::{Layout, ObjectVersion};
+use crate::catalog::{Layout, LocationCatalog, ObjectVersion};
 
 /// Backup names from the delimiter listing of `<prefix>/backups/`.
 #[derive(Debug, Default)]
@@ -67,6 +69,27 @@ pub async fn backup_names(store: &Store, layout: &Layout) -> Result<Names, objec
     sort_like_store(&mut names);
     names.dedup();
     Ok(Names { names, incomplete: None })
+}
+
+/// The backup names a delimiter listing would give for `objects` (the folders they are in), sorted as the
+/// store sorts.
+pub fn names_in(layout: &Layout, objects: &[(String, ObjectVersion)]) -> Vec<String> {
+    let mut names: Vec<String> =
+        objects.iter().filter_map(|(key, _)| layout.folder_of_key(key)).map(str::to_string).collect();
+    sort_like_store(&mut names);
+    names.dedup();
+    names
+}
+
+/// Shard boundaries for a refresh: every folder the previous catalog saw, sorted as the store sorts. New
+/// backups fall into some shard all the same (the shards cover the whole key space); the boundaries only spread
+/// the work.
+pub fn previous_names(previous: &LocationCatalog) -> Vec<String> {
+    let mut names: Vec<String> =
+        previous.backups.keys().chain(&previous.skipped).chain(&previous.foreign_folders).cloned().collect();
+    sort_like_store(&mut names);
+    names.dedup();
+    names
 }
 
 /// Object stores order keys by their bytes; a backup's keys all start with `backups/<name>/`.

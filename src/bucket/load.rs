@@ -9,7 +9,7 @@ use futures::{FutureExt, StreamExt};
 use object_store::path::Path;
 use object_store::{GetResult, ObjectStoreExt};
 
-use super::list::{backup_names, backup_objects, version_of};
+use super::list::{Names, Objects, backup_names, backup_objects, names_in, previous_names, version_of};
 use super::store::Store;
 use crate::catalog::decode::{self, ResourceList};
 use crate::catalog::legacy_volume_backups::{LegacyVolumeBackupError, LegacyVolumeBackups, legacy_volume_backups};
@@ -103,15 +103,31 @@ impl Loader {
         &self.location
     }
 
-    /// Lists the location and returns its catalog, reusing every entry of `previous` whose objects did not
-    /// change (no request for those beyond the listing).
-    pub async fn refresh(&self, previous: Option<&LocationCatalog>) -> Result<LocationCatalog, LoadError> {
+    /// The location's backup names and objects. Where the store pages and `previous` was listed completely,
+    /// its names give the shard boundaries and the delimiter listing is skipped; a listing that read nothing
+    /// at all falls back to the delimiter listing, so that an unreadable location is an error as on a cold load.
+    async fn list(&self, previous: Option<&LocationCatalog>) -> Result<(Names, Objects), LoadError> {
+        let reusable = previous.filter(|p| self.store.pager.is_some() && p.listing == Listing::Complete);
+        if let Some(previous) = reusable {
+            let objects = backup_objects(&self.store, &self.layout, &previous_names(previous), self.concurrency).await;
+            if objects.incomplete.is_none() || !objects.objects.is_empty() {
+                let names = Names { names: names_in(&self.layout, &objects.objects), incomplete: None };
+                return Ok((names, objects));
+            }
+        }
         let names = backup_names(&self.store, &self.layout).await.map_err(|source| LoadError::Unreadable {
             location: self.location.name.clone(),
             key: self.layout.backups_dir(),
             source,
         })?;
         let objects = backup_objects(&self.store, &self.layout, &names.names, self.concurrency).await;
+        Ok((names, objects))
+    }
+
+    /// Lists the location and returns its catalog, reusing every entry of `previous` whose objects did not
+    /// change (no request for those beyond the listing).
+    pub async fn refresh(&self, previous: Option<&LocationCatalog>) -> Result<LocationCatalog, LoadError> {
+        let (names, objects) = self.list(previous).await?;
         let mut catalog = LocationCatalog::empty(self.location.clone());
         let incomplete = names.incomplete.clone().or_else(|| objects.incomplete.clone());
         if let Some(reason) = &incomplete {

@@ -25,6 +25,8 @@ pub struct RequestCounts {
     pub head: AtomicU64,
     /// Listing requests: one per page for paged stores, one per call otherwise.
     pub list: AtomicU64,
+    /// Of those, listings by delimiter (folder names).
+    pub list_delimited: AtomicU64,
     pub put: AtomicU64,
 }
 
@@ -34,6 +36,7 @@ pub struct RequestTally {
     pub get: u64,
     pub head: u64,
     pub list: u64,
+    pub list_delimited: u64,
     pub put: u64,
 }
 
@@ -43,6 +46,7 @@ impl RequestCounts {
             get: self.get.load(Ordering::Relaxed),
             head: self.head.load(Ordering::Relaxed),
             list: self.list.load(Ordering::Relaxed),
+            list_delimited: self.list_delimited.load(Ordering::Relaxed),
             put: self.put.load(Ordering::Relaxed),
         }
     }
@@ -55,6 +59,7 @@ impl std::ops::Sub for RequestTally {
             get: self.get - rhs.get,
             head: self.head - rhs.head,
             list: self.list - rhs.list,
+            list_delimited: self.list_delimited - rhs.list_delimited,
             put: self.put - rhs.put,
         }
     }
@@ -139,6 +144,7 @@ impl ObjectStore for MeteredObjects {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         bump(&self.counts.list);
+        bump(&self.counts.list_delimited);
         delay(self.latency).await;
         self.inner.list_with_delimiter(prefix).await
     }
@@ -158,6 +164,9 @@ struct MeteredPager {
 impl PaginatedListStore for MeteredPager {
     async fn list_paginated(&self, prefix: Option<&str>, opts: PaginatedListOptions) -> Result<PaginatedListResult> {
         bump(&self.counts.list);
+        if opts.delimiter.is_some() {
+            bump(&self.counts.list_delimited);
+        }
         delay(self.latency).await;
         self.inner.list_paginated(prefix, opts).await
     }

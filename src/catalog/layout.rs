@@ -78,6 +78,14 @@ impl Layout {
     }
 
     /// The backup name of a common prefix returned by a delimiter listing of [`Self::backups_dir`].
+    /// The backup folder a key is in (`<root>backups/<name>/…`, at any depth): what a delimiter listing of
+    /// `backups/` names for it.
+    pub fn folder_of_key<'k>(&self, key: &'k str) -> Option<&'k str> {
+        let rest = key.strip_prefix(&self.root)?.strip_prefix("backups/")?;
+        let (name, _) = rest.split_once('/')?;
+        (!name.is_empty()).then_some(name)
+    }
+
     pub fn backup_of_dir<'k>(&self, dir: &'k str) -> Option<&'k str> {
         let rest = dir.strip_prefix(&self.root)?.strip_prefix("backups/")?;
         let name = rest.strip_suffix('/').unwrap_or(rest);
