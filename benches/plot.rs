@@ -47,10 +47,19 @@ fn draw_all(input: &Path, output: &Path) -> anyhow::Result<Vec<PathBuf>> {
         let rows = read_csv(&visible)?;
         let mut by_system: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
         for row in &rows {
-            by_system.entry(row["system"].clone()).or_default().push((number(row, "backups")?, number(row, "seconds")?));
+            by_system
+                .entry(row["system"].clone())
+                .or_default()
+                .push((number(row, "backups")?, number(row, "seconds")?));
         }
         let path = output.join("time-to-visible.svg");
-        line_chart(&path, "Time until every Backup and PVB is listable", "backups in the bucket", "seconds", by_system)?;
+        line_chart(
+            &path,
+            "Time until every Backup and PVB is listable",
+            "backups in the bucket",
+            "seconds",
+            by_system,
+        )?;
         written.push(path);
     }
     Ok(written)
