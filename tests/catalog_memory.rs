@@ -1,31 +1,12 @@
 //! How much memory a catalog holds per backup, counted by a counting allocator (exact, not RSS). A regression
 //! guard for the 100k-backups-under-300-MB target (docs/performance.md): the bytes a loaded catalog keeps alive.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use ferry::bucket::{self, Loader, StoreConfig};
 use ferry::catalog::Location;
 use ferry::fixture::{self, FixtureSpec};
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: delegates to the system allocator and only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "support/counting_allocator.rs"]
+mod counting_allocator;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loaded_catalog_keeps_under_2300_bytes_per_backup() {
@@ -45,9 +26,9 @@ async fn a_loaded_catalog_keeps_under_2300_bytes_per_backup() {
     let loader = Loader::new(store, location, 16);
     // Warm up lazily allocated runtime state, then measure a second, independent load.
     drop(loader.refresh(None).await.unwrap());
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_allocator::live();
     let catalog = loader.refresh(None).await.unwrap();
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = counting_allocator::live() - before;
     assert_eq!(catalog.backups.len(), BACKUPS);
     let per_backup = held as usize / BACKUPS;
     eprintln!("catalog holds {per_backup} bytes per backup ({held} for {BACKUPS})");

@@ -111,14 +111,7 @@ async fn roles_are_enforced() {
     intruder.abort();
 
     // An agent certificate cannot call the operator rpcs.
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{}", coordinator.addr))
-        .expect("endpoint")
-        .tls_config(bed.client_tls("cluster-b"))
-        .expect("tls")
-        .connect()
-        .await
-        .expect("connect");
-    let mut as_agent = ferry::grpc::proto::federation_client::FederationClient::new(channel);
+    let mut as_agent = bed.client(coordinator.addr, "cluster-b").await;
     let denied = as_agent.get_status(GetStatusRequest::default()).await.expect_err("agent may not read status");
     assert_eq!(denied.code(), Code::PermissionDenied);
     let denied = as_agent.plan(PlanRequest { cluster: "cluster-b".into() }).await.expect_err("agent may not plan");
@@ -158,13 +151,7 @@ mod claiming {
 async fn identity_is_the_certificate_and_claims_in_messages_are_ignored() {
     let bed = Bed::new();
     let coordinator = bed.start(fast_settings()).await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{}", coordinator.addr))
-        .expect("endpoint")
-        .tls_config(bed.client_tls("cluster-b"))
-        .expect("tls")
-        .connect()
-        .await
-        .expect("connect");
+    let channel = bed.channel(coordinator.addr, "cluster-b").await;
     let messages = vec![
         claiming::AgentMessage {
             hello: Some(claiming::Hello { software_version: "evil".into(), cluster: "cluster-c".into() }),
@@ -531,13 +518,7 @@ async fn raw_session(
     capabilities: &[&str],
 ) -> (tokio::sync::mpsc::Sender<AgentMessage>, tonic::Streaming<CoordinatorMessage>) {
     use ferry::grpc::proto::agent_message::Body;
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
-        .expect("endpoint")
-        .tls_config(bed.client_tls("cluster-b"))
-        .expect("tls")
-        .connect()
-        .await
-        .expect("connect");
+    let channel = bed.channel(addr, "cluster-b").await;
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let hello = Hello { capabilities: capabilities.iter().map(|c| c.to_string()).collect(), ..Default::default() };
     tx.send(AgentMessage { body: Some(Body::Hello(hello)) }).await.expect("hello");

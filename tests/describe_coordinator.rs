@@ -114,14 +114,7 @@ async fn describe_backup_over_mtls_shows_the_plan_and_the_agents_outcomes() {
     let out = describe(&bed, coordinator.addr, "no-such-backup", "json");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("NotFound"), "{}", String::from_utf8_lossy(&out.stderr));
-    let channel = tonic::transport::Endpoint::from_shared(format!("https://{}", coordinator.addr))
-        .expect("endpoint")
-        .tls_config(bed.client_tls("cluster-b"))
-        .expect("tls")
-        .connect()
-        .await
-        .expect("connect");
-    let mut as_agent = ferry::grpc::proto::federation_client::FederationClient::new(channel);
+    let mut as_agent = bed.client(coordinator.addr, "cluster-b").await;
     let denied = as_agent.describe_backup(request()).await.expect_err("agents may not describe");
     assert_eq!(denied.code(), Code::PermissionDenied);
 

@@ -3,40 +3,21 @@
 //! what lets one coordinator hold 1,000 clusters × 1,000 objects. The coordinator keeps typed views only, never
 //! an object's JSON (`InventoryObject::parse_view`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use ferry::coordinator::cluster::CheckedItems;
 use ferry::fixture;
 use ferry::grpc::convert::{inventory_item, watched_types};
 use ferry::model::BackupPhase;
 use serde_json::json;
 
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: delegates to the system allocator and only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "support/counting_allocator.rs"]
+mod counting_allocator;
 
 /// Bytes held per object once `items` (of `kind`) are taken as the hub takes a snapshot.
 fn held_per_object(kind: &str, items: &[ferry::grpc::proto::InventoryItem]) -> usize {
     let resource = watched_types().into_iter().find(|t| t.kind == kind).expect("a watched type");
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_allocator::live();
     let checked = CheckedItems::of_snapshot(&resource, items);
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = counting_allocator::live() - before;
     assert!(checked.rejected.is_empty(), "{:?}", checked.rejected);
     assert_eq!(checked.objects.len(), items.len());
     held as usize / items.len()

@@ -110,14 +110,23 @@ impl Bed {
     }
 
     pub async fn operator(&self, addr: std::net::SocketAddr) -> FederationClient<tonic::transport::Channel> {
-        let channel = Endpoint::from_shared(format!("https://{addr}"))
+        self.client(addr, "operator-admin").await
+    }
+
+    /// A client of the coordinator at `addr` with the certificate of `who` (e.g. "cluster-b").
+    pub async fn client(&self, addr: std::net::SocketAddr, who: &str) -> FederationClient<tonic::transport::Channel> {
+        FederationClient::new(self.channel(addr, who).await)
+    }
+
+    /// An mTLS channel to the coordinator at `addr` with the certificate of `who`.
+    pub async fn channel(&self, addr: std::net::SocketAddr, who: &str) -> tonic::transport::Channel {
+        Endpoint::from_shared(format!("https://{addr}"))
             .expect("endpoint")
-            .tls_config(self.client_tls("operator-admin"))
+            .tls_config(self.client_tls(who))
             .expect("tls")
             .connect()
             .await
-            .expect("operator connects");
-        FederationClient::new(channel)
+            .unwrap_or_else(|e| panic!("{who} connects: {e}"))
     }
 }
 
