@@ -299,9 +299,9 @@ impl Hub {
                 } else if catalog.listing == Listing::Complete {
                     // Rule 5's evidence: only complete, successful listings count.
                     let (watched, present) = {
-                        let clusters: Vec<ClusterState> =
-                            state.clusters.values().map(|e| e.record.retirement_view()).collect();
-                        retirement::watched_keys(&catalog, &clusters)
+                        let clusters: Vec<Arc<ClusterState>> =
+                            state.clusters.values_mut().map(|e| e.record.retirement_view()).collect();
+                        retirement::watched_keys(&catalog, clusters.iter().map(|c| &**c))
                     };
                     let empty =
                         catalog.backups.is_empty() && catalog.skipped.is_empty() && catalog.foreign_folders.is_empty();

@@ -53,7 +53,8 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
         return items;
     }
     let mut seen = std::collections::BTreeSet::new();
-    for pvb in entry.pod_volume_backups.objects().iter().filter(|p| missing.contains(&p.name())) {
+    let decoded = target.templates.pod_volume_backups(entry);
+    for pvb in decoded.iter().filter(|p| missing.contains(&p.name())) {
         if !seen.insert(pvb.name().to_string()) {
             let reason = format!(
                 "PodVolumeBackup {:?} is listed twice in backup {:?}'s PVB file; only the first is materialized",

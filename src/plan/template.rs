@@ -13,6 +13,9 @@ use bytes::Bytes;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::catalog::CatalogBackup;
+use crate::model::{Object, PodVolumeBackup};
+
 /// An object to apply, and its JSON text once asked for.
 pub struct Template {
     value: Value,
@@ -97,6 +100,9 @@ pub struct TemplateKey {
 #[derive(Default)]
 pub struct TemplateCache {
     objects: Mutex<HashMap<TemplateKey, PlannedObject>>,
+    /// Each catalog entry's PVB file decoded once per pass (by the entry's address, as in [`TemplateKey`]):
+    /// every cluster that lacks the PVBs reads the same file.
+    pod_volume_backups: Mutex<HashMap<usize, Arc<Vec<Object<PodVolumeBackup>>>>>,
     /// Off: every object is built anew (for measuring what sharing saves).
     disabled: bool,
 }
@@ -122,6 +128,22 @@ impl TemplateCache {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TemplateKey, PlannedObject>> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The PVBs of `entry`'s PVB file, decoded the first time in this pass.
+    pub fn pod_volume_backups(&self, entry: &CatalogBackup) -> Arc<Vec<Object<PodVolumeBackup>>> {
+        if self.disabled {
+            return Arc::new(entry.pod_volume_backups.objects());
+        }
+        let key = std::ptr::from_ref(entry) as usize;
+        let decoded =
+            |this: &Self| this.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        if let Some(found) = decoded(self) {
+            return found;
+        }
+        // Decoded outside the lock, like the objects.
+        let fresh = Arc::new(entry.pod_volume_backups.objects());
+        self.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_insert(fresh).clone()
     }
 
     pub fn len(&self) -> usize {
