@@ -355,8 +355,12 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         .arg("--kubeconfig")
         .arg(bed.agent_kubeconfig("b"))
         .args(["--velero-namespace", VELERO_NS, "--metrics-listen", "127.0.0.1:0"])
-        // Debug for one "apply" line per object, with its time (to split a slow run).
-        .env("FERRY_LOG", "info,ferry::agent=debug")
+        // Info: at debug the agent logs one "apply" line per held item per pass (~10k lines a pass at full size),
+        // which costs more CPU than the pass; FERRY_BENCH_AGENT_LOG=debug to split a slow run by those lines.
+        .env(
+            "FERRY_LOG",
+            std::env::var("FERRY_BENCH_AGENT_LOG").map_or("info".into(), |l| format!("info,ferry::agent={l}")),
+        )
         .stdout(Stdio::piped())
         .stderr(log("agent-b")?)
         .spawn()?;
