@@ -110,8 +110,10 @@ async fn bench(size: &Size, smoke: bool) -> anyhow::Result<()> {
     eprintln!("== {} NAC backups written to MinIO in {:.1} s", spec.backups, t.elapsed().as_secs_f64());
 
     // Watches started before any namespace: the first time each tenant namespace's NAB / Backup is seen.
-    let nabs_seen = watch_first_seen(e2e::nabs(&b, None), |o| o.metadata.namespace.clone());
-    let backups_seen = watch_first_seen(e2e::backups(&b), |o| {
+    // Declared after the bed, so dropped (watches closed) before it: open watches keep kube-apiserver from
+    // stopping within down.sh's grace.
+    let (nabs_seen, _nab_watch) = watch_first_seen(e2e::nabs(&b, None), |o| o.metadata.namespace.clone());
+    let (backups_seen, _backup_watch) = watch_first_seen(e2e::backups(&b), |o| {
         o.metadata.annotations.as_ref().and_then(|a| a.get(labels::NAB_ORIGIN_NAMESPACE)).cloned()
     });
 
@@ -269,11 +271,20 @@ fn loadavg() -> String {
 
 type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
-/// Watches `api` from now on and records when an object with each `key` was first seen.
-fn watch_first_seen(api: Api<DynamicObject>, key: fn(&DynamicObject) -> Option<String>) -> Seen {
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Watches `api` from now on and records when an object with each `key` was first seen, until the guard drops.
+fn watch_first_seen(api: Api<DynamicObject>, key: fn(&DynamicObject) -> Option<String>) -> (Seen, AbortOnDrop) {
     let seen = Seen::default();
     let out = seen.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
         while let Some(event) = events.next().await {
             let at = Instant::now();
@@ -285,7 +296,7 @@ fn watch_first_seen(api: Api<DynamicObject>, key: fn(&DynamicObject) -> Option<S
             }
         }
     });
-    seen
+    (seen, AbortOnDrop(task))
 }
 
 fn seen(map: &Seen, key: &str) -> Option<Instant> {
