@@ -167,7 +167,10 @@ async fn bench(size: &Size, smoke: bool) -> anyhow::Result<()> {
         let Some(nab_at) = wait_for(WAIT, || seen(&nabs_seen, ns)).await else {
             anyhow::bail!("no NAB in namespace {ns} after {WAIT:?}{}", e2e::logs_hint(&ferry));
         };
-        let backup_at = seen(&backups_seen, ns).unwrap_or(nab_at);
+        // The Backup is applied before its NAB, but on another watch: its event may trail the NAB's a little.
+        let Some(backup_at) = wait_for(Duration::from_secs(5), || seen(&backups_seen, ns)).await else {
+            anyhow::bail!("a NAB but no Velero Backup for namespace {ns}{}", e2e::logs_hint(&ferry));
+        };
         // Listable, not only watched: a plain list finds it.
         let listed = e2e::nabs(&b, Some(ns)).list(&ListParams::default()).await?;
         anyhow::ensure!(!listed.items.is_empty(), "the watch saw a NAB in {ns} that a list does not find");
@@ -271,6 +274,16 @@ fn loadavg() -> String {
 
 type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
+/// Kills its process when dropped (NAC: also on an early return).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Aborts its task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -340,7 +353,8 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
     );
     let config_path = dir.path().join("ferry.yaml");
     std::fs::write(&config_path, config)?;
-    let log = |name: &str| std::fs::File::create(dir.path().join(format!("{name}.log")));
+    let logs = dir.path().to_path_buf();
+    let log = |name: &str| std::fs::File::create(logs.join(format!("{name}.log")));
     let mut coordinator = Command::new(FERRY)
         .args(["coordinator", "--metrics-listen", "", "--config"])
         .arg(&config_path)
@@ -351,10 +365,18 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         .stdout(Stdio::piped())
         .stderr(log("coordinator")?)
         .spawn()?;
-    let line = first_line(&mut coordinator)?;
-    let addr = line.strip_prefix("listening on ").unwrap_or_default().to_string();
-    anyhow::ensure!(!addr.is_empty(), "coordinator said {line:?}");
+    let line = first_line(&mut coordinator);
+    let addr = line.as_deref().unwrap_or_default().strip_prefix("listening on ").unwrap_or_default().to_string();
     let pki = dir.path().join("pki");
+    // Held from here, so that an early return stops what was started (Ferry kills its processes when dropped).
+    let mut ferry = Ferry {
+        dir,
+        coordinator: Some(coordinator),
+        addr: addr.clone(),
+        agents: HashMap::new(),
+        agent_metrics: HashMap::new(),
+    };
+    anyhow::ensure!(!addr.is_empty(), "coordinator said {line:?}");
     let mut agent = Command::new(FERRY)
         .args(["agent", "--coordinator", &format!("https://{addr}"), "--tls-server-name", "localhost"])
         .arg("--tls-ca")
@@ -366,8 +388,8 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         .arg("--kubeconfig")
         .arg(bed.agent_kubeconfig("b"))
         .args(["--velero-namespace", VELERO_NS, "--metrics-listen", "127.0.0.1:0"])
-        // Info: at debug the agent logs one "apply" line per held item per pass (~10k lines a pass at full size),
-        // which costs more CPU than the pass; FERRY_BENCH_AGENT_LOG=debug to split a slow run by those lines.
+        // Info: at debug the agent logs one "apply" line per held item per pass (~10k lines a pass at full size,
+        // ~50 ms more agent CPU per event); FERRY_BENCH_AGENT_LOG=debug to split a slow run by those lines.
         .env(
             "FERRY_LOG",
             std::env::var("FERRY_BENCH_AGENT_LOG").map_or("info".into(), |l| format!("info,ferry::agent={l}")),
@@ -375,15 +397,11 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         .stdout(Stdio::piped())
         .stderr(log("agent-b")?)
         .spawn()?;
-    let line = first_line(&mut agent)?;
-    let metrics = line.strip_prefix("metrics on ").unwrap_or_default().to_string();
-    Ok(Ferry {
-        dir,
-        coordinator: Some(coordinator),
-        addr,
-        agents: HashMap::from([("b".to_string(), agent)]),
-        agent_metrics: HashMap::from([("b".to_string(), metrics)]),
-    })
+    let line = first_line(&mut agent);
+    ferry.agents.insert("b".to_string(), agent);
+    let metrics = line?.strip_prefix("metrics on ").unwrap_or_default().to_string();
+    ferry.agent_metrics.insert("b".to_string(), metrics);
+    Ok(ferry)
 }
 
 /// `elapsed_ms` of each "recompute pass" line in a coordinator log.
@@ -437,7 +455,7 @@ async fn nac_run(
     )
     .await;
     let log = std::fs::File::create(bed.state.path().join("logs/nac.log"))?;
-    let mut nac = Command::new(binary)
+    let nac = Command::new(binary)
         .arg("--kubeconfig")
         .arg(bed.admin_kubeconfig("b"))
         .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
@@ -448,6 +466,7 @@ async fn nac_run(
         .stderr(log)
         .spawn()?;
     let nac_pid = nac.id();
+    let _nac = KillOnDrop(nac);
     let started = Instant::now();
     let nac_log = || std::fs::read_to_string(bed.state.path().join("logs/nac.log")).unwrap_or_default();
     // Both of NAC's periodic controllers run once at its start: the first sweep, and the garbage collector, which
@@ -459,7 +478,6 @@ async fn nac_run(
     })
     .await;
     if up.is_none() {
-        let _ = nac.kill();
         anyhow::bail!("NAC's first sync sweep never ran; its log:\n{}", nac_log());
     }
     eprintln!("== NAC up, first sweep and garbage collection after {:.1} s", started.elapsed().as_secs_f64());
@@ -520,7 +538,6 @@ async fn nac_run(
     }
     for (ns, at) in &created {
         let Some(nab_at) = wait_for(period + WAIT, || seen(nabs_seen, ns)).await else {
-            let _ = nac.kill();
             anyhow::bail!("NAC made no NAB in {ns}; its log:\n{}", tail(&nac_log(), 30));
         };
         eprintln!("   {ns}: NAB after {} ms", nab_at.duration_since(*at).as_millis());
@@ -538,8 +555,6 @@ async fn nac_run(
         cpu * 1000.0 / sweeps.max(1) as f64
     );
     eprintln!("== {}", row.note);
-    let _ = nac.kill();
-    let _ = nac.wait();
     Ok(row)
 }
 
