@@ -160,18 +160,6 @@ fn inventory() -> Vec<(ResourceType, Vec<InventoryItem>)> {
     by_kind
 }
 
-/// User + system CPU seconds of a process.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11..13).map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / hz
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -253,7 +241,7 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     let inventory = inventory();
     let objects: usize = inventory.iter().map(|(_, i)| i.len()).sum();
     eprintln!("== {agents} agents × {objects} objects");
-    let cpu_before = cpu_seconds(pid);
+    let cpu_before = proc_status::cpu_seconds(pid);
     let started = Instant::now();
     let mut clients = Vec::new();
     for c in &clusters {
@@ -279,13 +267,13 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
         first.push(rx.borrow().as_ref().map(|d| d.version.clone()).unwrap_or_default());
     }
     let accept_all = started.elapsed();
-    let cpu_accept = cpu_seconds(pid) - cpu_before;
+    let cpu_accept = proc_status::cpu_seconds(pid) - cpu_before;
     let rss_connected_kb = proc_status::process_kb(pid, "VmRSS:");
     let reconnects: u64 = clients.iter().map(|c| c.link().borrow().connects.saturating_sub(1)).sum();
     eprintln!("   all snapshots accepted and planned in {:.2} s ({reconnects} reconnects)", accept_all.as_secs_f64());
 
     let mut latencies = Vec::new();
-    let cpu_before = cpu_seconds(pid);
+    let cpu_before = proc_status::cpu_seconds(pid);
     for change in 0..CHANGES {
         let name = format!("landed-{change}");
         let mut waiters = Vec::new();
@@ -309,7 +297,7 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
         }
         eprintln!("   change {change}: delivered to all {agents} agents");
     }
-    let cpu_changes = cpu_seconds(pid) - cpu_before;
+    let cpu_changes = proc_status::cpu_seconds(pid) - cpu_before;
     latencies.sort();
     let peak_rss_kb = proc_status::process_kb(pid, "VmHWM:");
 
