@@ -8,6 +8,18 @@
 /// Arenas glibc may use: enough for the few threads that allocate at once, few enough to keep holes shared.
 const MALLOC_ARENAS: i32 = 2;
 
+/// Hands the heap's free pages back to the operating system (glibc's `malloc_trim`). glibc returns memory only
+/// from the top of the heap; after a burst of short-lived allocations among long-lived ones (1,000 agents'
+/// snapshots parsed into typed views: ~1 GB of JSON freed around the views kept) the freed middle stays in RSS.
+/// A no-op on other C libraries.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the kernel; it is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Limits glibc's malloc arenas, unless the user set `MALLOC_ARENA_MAX` (glibc reads that itself). A no-op on
 /// other C libraries.
 pub fn limit_malloc_arenas() {
