@@ -61,7 +61,9 @@ struct Measured {
     accept_all: Duration,
     reconnects: u64,
     latencies: Vec<Duration>,
-    rss_kb: (u64, u64, u64),
+    /// Idle, connected (when every agent holds its first set), settled (3 s later: after the coordinator has
+    /// handed the freed snapshot buffers back, `allocator::release_free_memory`), peak.
+    rss_kb: (u64, u64, u64, u64),
     cpu_accept: f64,
     cpu_changes: f64,
 }
@@ -85,6 +87,12 @@ fn main() -> anyhow::Result<()> {
         Variant { share: true, deltas: false },
         Variant { share: true, deltas: true },
     ];
+    // `FERRY_BENCH_VARIANTS=deltas` (for profiling one variant): the variants whose label contains any of these.
+    let wanted = std::env::var("FERRY_BENCH_VARIANTS").unwrap_or_default();
+    let every: Vec<Variant> = every
+        .into_iter()
+        .filter(|v| wanted.is_empty() || wanted.split(',').any(|w| v.label().contains(w.trim())))
+        .collect();
     let mut runs = Vec::new();
     for &agents in counts.iter().filter(|&&n| n != largest) {
         runs.push(runtime.block_on(bench(Variant { share: true, deltas: true }, agents))?);
@@ -101,14 +109,14 @@ fn main() -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| variant | agents | objects/agent | accept all snapshots (s) | reconnects | delivery p50 (ms) | delivery p99 (ms) | delivery max (ms) | coordinator RSS idle / connected / peak (MB) | coordinator CPU: accept / per change (s) |"
+        "| variant | agents | objects/agent | accept all snapshots (s) | reconnects | delivery p50 (ms) | delivery p99 (ms) | delivery max (ms) | coordinator RSS idle / connected / settled / peak (MB) | coordinator CPU: accept / per change (s) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for run in &runs {
         println!("{}", row(run));
     }
     if let Ok(path) = std::env::var("FERRY_BENCH_CSV") {
-        let mut csv = String::from("variant,agents,p50_ms,p99_ms,cpu_per_change_s,rss_connected_mb\n");
+        let mut csv = String::from("variant,agents,p50_ms,p99_ms,cpu_per_change_s,rss_settled_mb\n");
         for run in &runs {
             csv.push_str(&format!(
                 "{},{},{},{},{:.3},{:.0}\n",
@@ -117,7 +125,7 @@ fn main() -> anyhow::Result<()> {
                 percentile(&run.latencies, 0.5).as_millis(),
                 percentile(&run.latencies, 0.99).as_millis(),
                 run.cpu_changes / CHANGES as f64,
-                run.rss_kb.1 as f64 / 1024.0
+                run.rss_kb.2 as f64 / 1024.0
             ));
         }
         std::fs::write(&path, csv)?;
@@ -170,7 +178,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn row(run: &Measured) -> String {
     format!(
-        "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} | {:.1} / {:.2} |",
+        "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} / {:.0} | {:.1} / {:.2} |",
         run.variant.label(),
         run.agents,
         run.objects,
@@ -182,6 +190,7 @@ fn row(run: &Measured) -> String {
         run.rss_kb.0 as f64 / 1024.0,
         run.rss_kb.1 as f64 / 1024.0,
         run.rss_kb.2 as f64 / 1024.0,
+        run.rss_kb.3 as f64 / 1024.0,
         run.cpu_accept,
         run.cpu_changes / CHANGES as f64,
     )
@@ -269,6 +278,8 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     let accept_all = started.elapsed();
     let cpu_accept = proc_status::cpu_seconds(pid) - cpu_before;
     let rss_connected_kb = proc_status::process_kb(pid, "VmRSS:");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss_settled_kb = proc_status::process_kb(pid, "VmRSS:");
     let reconnects: u64 = clients.iter().map(|c| c.link().borrow().connects.saturating_sub(1)).sum();
     eprintln!("   all snapshots accepted and planned in {:.2} s ({reconnects} reconnects)", accept_all.as_secs_f64());
 
@@ -308,7 +319,7 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
         accept_all,
         reconnects,
         latencies,
-        rss_kb: (idle_rss_kb, rss_connected_kb, peak_rss_kb),
+        rss_kb: (idle_rss_kb, rss_connected_kb, rss_settled_kb, peak_rss_kb),
         cpu_accept,
         cpu_changes,
     };

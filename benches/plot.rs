@@ -120,7 +120,7 @@ fn smoke_test() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     std::fs::write(
         dir.path().join("federation.csv"),
-        "variant,agents,p50_ms,p99_ms,cpu_per_change_s,rss_connected_mb\n\
+        "variant,agents,p50_ms,p99_ms,cpu_per_change_s,rss_settled_mb\n\
          deltas,250,300,500,0.1,100\ndeltas,1000,600,1200,0.4,400\nwhole sets,1000,6000,10000,12,2400\n",
     )?;
     std::fs::write(
