@@ -61,7 +61,7 @@ struct Measured {
     accept_all: Duration,
     reconnects: u64,
     latencies: Vec<Duration>,
-    /// Idle, connected (when every agent holds its first set), settled (3 s later: after the coordinator has
+    /// Idle, connected (when every agent holds its first set), settled (10 s later: after the coordinator has
     /// handed the freed snapshot buffers back, `allocator::release_free_memory`), peak.
     rss_kb: (u64, u64, u64, u64),
     cpu_accept: f64,
@@ -278,7 +278,7 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     let accept_all = started.elapsed();
     let cpu_accept = proc_status::cpu_seconds(pid) - cpu_before;
     let rss_connected_kb = proc_status::process_kb(pid, "VmRSS:");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
     let rss_settled_kb = proc_status::process_kb(pid, "VmRSS:");
     let reconnects: u64 = clients.iter().map(|c| c.link().borrow().connects.saturating_sub(1)).sum();
     eprintln!("   all snapshots accepted and planned in {:.2} s ({reconnects} reconnects)", accept_all.as_secs_f64());
