@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::proto::{ClusterApis, DesiredAction, DesiredItem, DesiredSet, InventoryItem, ObjectRef, ResourceType};
 use crate::model::{Backup, InventoryObject, Kind, NonAdminBackup, PodVolumeBackup, ServedApis};
-use crate::plan::{Action, ClusterPlan, PlanItem, Prerequisite};
+use crate::plan::{Action, ClusterPlan, PlanItem, PlannedObject, Prerequisite};
 
 /// Where a kind ferry plans lives: (group, version). `None` for kinds ferry does not know.
 pub fn api_of(kind: &str) -> Option<(&'static str, &'static str)> {
@@ -69,17 +69,27 @@ pub fn served_apis(apis: Option<&ClusterApis>) -> ServedApis {
 /// The DesiredSet for a cluster's plan. `complete` is false when some location's catalog is missing or stale
 /// (see the proto); the version covers it, so a set that becomes complete is sent again.
 pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
+    // The items without their objects first: the version hashes each item's fields and its object's digest
+    // (computed once per pass however many clusters carry it, plan/template.rs), never the object's bytes.
     let mut items: Vec<DesiredItem> = plan.items.iter().map(desired_item).collect();
     nabs_wait_for_their_pvbs(&mut items);
-    // Each object's digest is computed once per pass however many clusters carry it (plan/template.rs).
-    let digests: Vec<Option<[u8; 32]>> = plan
-        .items
-        .iter()
-        .zip(&items)
-        .map(|(planned, item)| planned.object.as_ref().filter(|_| !item.raw_json.is_empty()).map(|o| o.digest()))
-        .collect();
+    let objects: Vec<Option<&PlannedObject>> = plan.items.iter().map(object_sent).collect();
+    let digests: Vec<Option<[u8; 32]>> = objects.iter().map(|o| o.map(PlannedObject::digest)).collect();
     let version = version_of(&items, &digests, complete);
+    for (item, object) in items.iter_mut().zip(objects) {
+        if let Some(object) = object {
+            item.raw_json = object.json();
+        }
+    }
     DesiredSet { version, items, complete, ..Default::default() }
+}
+
+/// The object an item carries on the wire: for CREATE, WAIT (a template) and RETIRE (the preconditions).
+fn object_sent(item: &PlanItem) -> Option<&PlannedObject> {
+    match item.action {
+        Action::Create | Action::Wait | Action::Retire => item.object.as_ref(),
+        _ => None,
+    }
 }
 
 /// DESIGN §4's apply order is Backup → PVBs → NAB: NAC counts a backup's PVBs into the NAB's status when it
@@ -127,17 +137,14 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
         }
         None => (Vec::new(), String::new()),
     };
-    let raw_json = match (item.action, &item.object) {
-        (Action::Create | Action::Wait | Action::Retire, Some(object)) => object.json(),
-        _ => bytes::Bytes::new(),
-    };
     DesiredItem {
         action: action as i32,
         r#ref: Some(object_ref(&item.kind, &item.namespace, &item.name)),
         backup: item.backup.clone(),
         reason: item.reason.clone().unwrap_or_default(),
         waits_for,
-        raw_json,
+        // Set by `desired_set` once the version is computed.
+        raw_json: bytes::Bytes::new(),
         waits_for_condition,
     }
 }
@@ -146,17 +153,21 @@ fn desired_item(item: &PlanItem) -> DesiredItem {
 /// versions; the encoding is length-prefixed so that no two different sets hash the same bytes.
 /// The content version: SHA-256 over every item, its object counted by its own digest (so the object's bytes
 /// are hashed once per pass, not once per cluster). `digests[i]` is item i's object digest, if it carries one.
+/// `items` come without their objects (`raw_json` empty), so each is encoded as is.
 fn version_of(items: &[DesiredItem], digests: &[Option<[u8; 32]>], complete: bool) -> String {
     let mut hasher = Sha256::new();
     hasher.update([u8::from(complete)]);
+    let no_object = Sha256::digest([]);
+    let mut encoded = Vec::with_capacity(256);
     for (item, digest) in items.iter().zip(digests) {
-        let without_object = DesiredItem { raw_json: bytes::Bytes::new(), ..item.clone() };
-        let encoded = prost::Message::encode_to_vec(&without_object);
+        debug_assert!(item.raw_json.is_empty(), "versions hash objects by digest");
+        encoded.clear();
+        prost::Message::encode(item, &mut encoded).unwrap_or_default();
         hasher.update((encoded.len() as u64).to_le_bytes());
         hasher.update(&encoded);
         match digest {
             Some(digest) => hasher.update(digest),
-            None => hasher.update(Sha256::digest(&item.raw_json)),
+            None => hasher.update(no_object),
         }
     }
     let digest = hasher.finalize();
