@@ -8,7 +8,7 @@
 //!
 //! `cargo bench --bench time_to_visible` (or `e2e/bench-visible`) runs `FERRY_BENCH_SIZES` (default
 //! `2000,10000`) backups × 2 PVBs; `cargo test --all-targets` runs a smoke with 20 backups (Velero only if its
-//! binaries are cached) that fails if the objects never become listable.
+//! binaries are cached) that fails if the objects never become listable. `FERRY_BENCH_VELERO=0` leaves Velero out.
 
 #[path = "../tests/e2e_support/mod.rs"]
 mod e2e;
@@ -145,6 +145,10 @@ fn velero_binaries(smoke: bool) -> anyhow::Result<Option<(PathBuf, PathBuf)>> {
         .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/ferry-testbed"));
     let dir = cache.join("velero-v1.18.3");
     let cached = dir.join("velero").exists() && dir.join("plugins/velero-plugin-for-aws").exists();
+    if std::env::var("FERRY_BENCH_VELERO").is_ok_and(|v| v == "0") {
+        eprintln!("note: FERRY_BENCH_VELERO=0: Velero is not measured");
+        return Ok(None);
+    }
     if smoke && !cached {
         eprintln!(
             "note: Velero is not built ({} missing; e2e/testbed/build-velero.sh builds it): smoke runs ferry and the apiserver limit only",
@@ -265,15 +269,10 @@ async fn create_bsl(bed: &TestBed, client: &kube::Client) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Deletes every PVB in the Velero namespace (one DELETE of the collection: when it returns, all that existed are
+/// gone; ferry's agent may already be recreating them).
 async fn delete_all_pvbs(client: &kube::Client) -> anyhow::Result<()> {
     pvbs(client).delete_collection(&DeleteParams::default(), &ListParams::default()).await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while count_of(&pvbs(client)).await? > 0 {
-        if Instant::now() > deadline {
-            bail!("PVBs not deleted after 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     Ok(())
 }
 
@@ -396,9 +395,10 @@ async fn run_velero(
         // lengthen it). The smoke makes the BSL Available before Velero starts, so the sync at its start counts
         // and the smoke stays short; from Velero's start.
         create_bsl(bed, &a).await?;
+        // Velero's BSL CRD has no status subresource: the status is the object's own.
         let bsls = api(&a, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
         let status = json!({"status": {"phase": "Available"}});
-        bsls.patch_status("default", &PatchParams::default(), &Patch::Merge(&status)).await?;
+        bsls.patch("default", &PatchParams::default(), &Patch::Merge(&status)).await?;
         let t0 = Instant::now();
         (start_velero()?, t0, "from Velero's start, BSL already Available")
     } else {
