@@ -63,7 +63,7 @@ fn main() -> anyhow::Result<()> {
         for r in &rows {
             let _ = writeln!(
                 csv,
-                "{},{},{},{:.2},{:.1},{},{}",
+                "\"{}\",{},{},{:.2},{:.1},{},{}",
                 r.system,
                 r.backups,
                 r.objects,
