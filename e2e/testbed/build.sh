@@ -7,6 +7,8 @@
 #   FERRY_TESTBED_ETCD                                                      etcd-<version>/ (etcdmain)
 #   FERRY_TESTBED_CRDS_DIR (one <crd name>.yaml each), FERRY_TESTBED_CRDS   crds-velero-<version>-<hash>/
 #   FERRY_TESTBED_MINIO                                                     minio-<version>/ (e2e/build-minio.sh)
+#   FERRY_TESTBED_VELERO, FERRY_TESTBED_VELERO_PLUGIN_DIR                   velero-<version>/ (build-velero.sh; the
+#                                                                           Velero server, for benches/time_to_visible)
 #
 # The parts build concurrently, under `nice -n 19`. The first run takes ~10-20 min on 2 cores (see README.md);
 # a second run finds everything cached and returns at once. Recipe and pinned versions:
@@ -24,6 +26,9 @@ VELERO_VERSION="$(awk '$1 == "github.com/vmware-tanzu/velero" { print $2 }' "$he
 # MinIO's version is build-minio.sh's (its default, or $MINIO_VERSION as it reads it).
 # shellcheck disable=SC2016 # the sed pattern matches a literal ${...}
 MINIO_VERSION="${MINIO_VERSION:-$(sed -n 's/^MINIO_VERSION="\${MINIO_VERSION:-\(.*\)}"$/\1/p' "$repo/e2e/build-minio.sh")}"
+# The Velero server's version is build-velero.sh's (its default, or $VELERO_SERVER_VERSION passed to it).
+# shellcheck disable=SC2016 # the sed pattern matches a literal ${...}
+VELERO_SERVER_VERSION="${VELERO_SERVER_VERSION:-$(sed -n 's/^VELERO_VERSION="\${VELERO_VERSION:-\(.*\)}"$/\1/p' "$here/build-velero.sh")}"
 cache="${FERRY_TESTBED_CACHE:-$HOME/.cache/ferry-testbed}"
 export FERRY_TESTBED_CACHE="$cache" # build-minio.sh caches there too
 
@@ -128,12 +133,17 @@ build_minio() {
   "$repo/e2e/build-minio.sh"
 }
 
+build_velero() {
+  VELERO_VERSION="$VELERO_SERVER_VERSION" "$here/build-velero.sh"
+}
+
 built() {
   case "$1" in
     kube) [ -x "$kube_dir/kube-apiserver" ] && [ -x "$kube_dir/kube-controller-manager" ] ;;
     etcd) [ -x "$etcd_dir/etcd" ] ;;
     crds) [ -s "$crds_dir/all.yaml" ] ;;
     minio) [ -x "$cache/minio-$MINIO_VERSION/minio" ] ;;
+    velero) [ -x "$cache/velero-$VELERO_SERVER_VERSION/velero" ] && [ -x "$cache/velero-$VELERO_SERVER_VERSION/plugins/velero-plugin-for-aws" ] ;;
   esac
 }
 
@@ -143,7 +153,7 @@ if [ "${1:-}" = "--part" ]; then
   exit
 fi
 
-parts=(kube etcd crds minio)
+parts=(kube etcd crds minio velero)
 missing=()
 for p in "${parts[@]}"; do built "$p" || missing+=("$p"); done
 
@@ -163,7 +173,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  log "building: ${missing[*]} (concurrently, under nice -n 19; all four from cold Go caches take ~10-25 min on 2 cores)"
+  log "building: ${missing[*]} (concurrently, under nice -n 19; all five from cold Go caches take ~10-25 min on 2 cores)"
   declare -A pid start
   stop_parts() {
     local p
@@ -217,3 +227,4 @@ printf 'FERRY_TESTBED_ETCD=%q\n' "$etcd_dir/etcd"
 printf 'FERRY_TESTBED_MINIO=%q\n' "$minio_bin"
 printf 'FERRY_TESTBED_CRDS_DIR=%q\n' "$crds_dir/crds"
 printf 'FERRY_TESTBED_CRDS=%q\n' "$crds_dir/all.yaml"
+VELERO_VERSION="$VELERO_SERVER_VERSION" "$here/build-velero.sh" # cached: prints its two lines at once
