@@ -119,7 +119,7 @@ fn main() -> anyhow::Result<()> {
         let mut csv = String::from("variant,agents,p50_ms,p99_ms,cpu_per_change_s,rss_settled_mb\n");
         for run in &runs {
             csv.push_str(&format!(
-                "{},{},{},{},{:.3},{:.0}\n",
+                "\"{}\",{},{},{},{:.3},{:.0}\n",
                 run.variant.label(),
                 run.agents,
                 percentile(&run.latencies, 0.5).as_millis(),
