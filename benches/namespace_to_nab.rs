@@ -22,9 +22,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use e2e::{FERRY, Ferry, PREFIX, TestBed, VELERO_NS};
+use e2e::{FERRY, Ferry, TestBed, VELERO_NS};
 use ferry::fixture::{self, FixtureSpec};
-use ferry::grpc::certs::{self, CertsSpec, Validity};
 use ferry::model::labels;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -334,25 +333,7 @@ async fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) ->
 /// otherwise: debounce 200 ms, catalog refresh 30 s), the coordinator and cluster `b`'s agent.
 fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
     let dir = tempfile::Builder::new().prefix("ferry-bench-nab-").tempdir()?;
-    certs::write_all(&CertsSpec {
-        out: dir.path().join("pki"),
-        trust_domain: "ferry.local".into(),
-        clusters: vec!["b".into()],
-        operators: vec!["admin".into()],
-        coordinator_sans: vec![],
-        validity: Validity::days_from_now(1),
-    })?;
-    let config = format!(
-        "locations:\n  - name: shared\n    url: s3://{bucket}\n    bucket: {bucket}\n    prefix: {PREFIX}\n    sourceCluster: a\n    \
-         endpoint: {endpoint}\n    region: {region}\n    allowHttp: true\n\
-         clusters:\n  - name: b\n    veleroNamespace: {VELERO_NS}\n    locations: [shared]\n\
-         coordinator:\n  listen: 127.0.0.1:0\n  tls: {{ca: pki/ca.pem, cert: pki/coordinator.pem, key: pki/coordinator-key.pem}}\n",
-        bucket = bed.bucket(),
-        endpoint = bed.var("FERRY_TESTBED_S3_ENDPOINT"),
-        region = bed.var("FERRY_TESTBED_S3_REGION"),
-    );
-    let config_path = dir.path().join("ferry.yaml");
-    std::fs::write(&config_path, config)?;
+    let config_path = bed.write_reader_config(dir.path(), &["admin"]);
     let logs = dir.path().to_path_buf();
     let log = |name: &str| std::fs::File::create(logs.join(format!("{name}.log")));
     let mut coordinator = Command::new(FERRY)

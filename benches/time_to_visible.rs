@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use e2e::{FERRY, PREFIX, TestBed, VELERO_NS, api, backups, pvbs};
 use ferry::fixture::{self, FixtureSpec};
-use ferry::grpc::certs::{self, CertsSpec, Validity};
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -499,24 +498,7 @@ async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result
     create_bsl(bed, &b).await?;
     let dir = bed.state.path().join("ferry");
     std::fs::create_dir_all(&dir)?;
-    certs::write_all(&CertsSpec {
-        out: dir.join("pki"),
-        trust_domain: "ferry.local".into(),
-        clusters: vec!["b".into()],
-        operators: vec![],
-        coordinator_sans: vec![],
-        validity: Validity::days_from_now(1),
-    })?;
-    let config = format!(
-        "locations:\n  - name: shared\n    url: s3://{bucket}\n    bucket: {bucket}\n    prefix: {PREFIX}\n    sourceCluster: a\n    \
-         endpoint: {endpoint}\n    region: {region}\n    allowHttp: true\n\
-         clusters:\n  - name: b\n    veleroNamespace: {VELERO_NS}\n    locations: [shared]\n\
-         coordinator:\n  listen: 127.0.0.1:0\n  tls: {{ca: pki/ca.pem, cert: pki/coordinator.pem, key: pki/coordinator-key.pem}}\n",
-        bucket = bed.bucket(),
-        endpoint = bed.var("FERRY_TESTBED_S3_ENDPOINT"),
-        region = bed.var("FERRY_TESTBED_S3_REGION"),
-    );
-    std::fs::write(dir.join("ferry.yaml"), config)?;
+    bed.write_reader_config(&dir, &[]);
     let api_cpu_before = apiserver_cpu(bed, "b");
     let t0 = Instant::now();
     let mut coordinator = Daemon::spawn(

@@ -90,6 +90,33 @@ impl TestBed {
         self.var("FERRY_TESTBED_S3_BUCKET")
     }
 
+    /// A PKI (agent `b`, `operators`) and a `ferry.yaml` in `dir` for a coordinator serving cluster `b` from
+    /// the bed's bucket (written by cluster `a`); returns the config's path. For the benchmarks that run the
+    /// real binaries on the bed.
+    pub fn write_reader_config(&self, dir: &std::path::Path, operators: &[&str]) -> PathBuf {
+        certs::write_all(&CertsSpec {
+            out: dir.join("pki"),
+            trust_domain: "ferry.local".into(),
+            clusters: vec!["b".into()],
+            operators: operators.iter().map(|o| o.to_string()).collect(),
+            coordinator_sans: vec![],
+            validity: Validity::days_from_now(1),
+        })
+        .expect("pki");
+        let config = format!(
+            "locations:\n  - name: shared\n    url: s3://{bucket}\n    bucket: {bucket}\n    prefix: {PREFIX}\n    sourceCluster: a\n    \
+             endpoint: {endpoint}\n    region: {region}\n    allowHttp: true\n\
+             clusters:\n  - name: b\n    veleroNamespace: {VELERO_NS}\n    locations: [shared]\n\
+             coordinator:\n  listen: 127.0.0.1:0\n  tls: {{ca: pki/ca.pem, cert: pki/coordinator.pem, key: pki/coordinator-key.pem}}\n",
+            bucket = self.bucket(),
+            endpoint = self.var("FERRY_TESTBED_S3_ENDPOINT"),
+            region = self.var("FERRY_TESTBED_S3_REGION"),
+        );
+        let path = dir.join("ferry.yaml");
+        std::fs::write(&path, config).expect("write ferry.yaml");
+        path
+    }
+
     pub fn store(&self) -> Store {
         ferry::bucket::open(&StoreConfig {
             url: format!("s3://{}", self.bucket()),
