@@ -61,8 +61,8 @@ struct Measured {
     accept_all: Duration,
     reconnects: u64,
     latencies: Vec<Duration>,
-    /// Idle, connected (when every agent holds its first set), settled (10 s later: after the coordinator has
-    /// handed the freed snapshot buffers back, `allocator::release_free_memory`), peak.
+    /// Idle, connected (when every agent holds its first set), settled (10 s later, once the coordinator's
+    /// `allocator::release_free_memory` has run after the last pass), peak.
     rss_kb: (u64, u64, u64, u64),
     cpu_accept: f64,
     cpu_changes: f64,

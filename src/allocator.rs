@@ -8,10 +8,10 @@
 /// Arenas glibc may use: enough for the few threads that allocate at once, few enough to keep holes shared.
 const MALLOC_ARENAS: i32 = 2;
 
-/// Hands the heap's free pages back to the operating system (glibc's `malloc_trim`). glibc returns memory only
-/// from the top of the heap; after a burst of short-lived allocations among long-lived ones (1,000 agents'
-/// snapshots parsed into typed views: ~1 GB of JSON freed around the views kept) the freed middle stays in RSS.
-/// A no-op on other C libraries.
+/// Hands the heap's free pages back to the operating system (glibc's `malloc_trim`). glibc on its own returns
+/// memory only from the top of the heap, so pages freed among long-lived allocations (snapshots parsed into the
+/// typed views kept) can stay in RSS. Its effect on a connected coordinator is not established yet
+/// (docs/performance.md, federation). A no-op on other C libraries.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages to the kernel; it is safe to call from any thread at any time.

@@ -258,8 +258,7 @@ async fn recompute_loop(
 }
 
 /// A second after recompute passes (which follow every snapshot, delta and catalog change), returns the freed
-/// heap to the operating system: at most once a second, and always after the last pass of a burst. Measured
-/// with 1,000 agents in docs/performance.md.
+/// heap to the operating system: at most once a second, and always after the last pass of a burst.
 async fn release_memory_after_passes(passes: Arc<tokio::sync::Notify>, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
