@@ -348,7 +348,7 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         .spawn()?;
     let line = first_line(&mut coordinator);
     let addr = line.as_deref().unwrap_or_default().strip_prefix("listening on ").unwrap_or_default().to_string();
-    let pki = dir.path().join("pki");
+    let config_dir = dir.path().to_path_buf();
     // Held from here, so that an early return stops what was started (Ferry kills its processes when dropped).
     let mut ferry = Ferry {
         dir,
@@ -358,17 +358,9 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         agent_metrics: HashMap::new(),
     };
     anyhow::ensure!(!addr.is_empty(), "coordinator said {line:?}");
-    let mut agent = Command::new(FERRY)
-        .args(["agent", "--coordinator", &format!("https://{addr}"), "--tls-server-name", "localhost"])
-        .arg("--tls-ca")
-        .arg(pki.join("ca.pem"))
-        .arg("--tls-cert")
-        .arg(pki.join("cluster-b.pem"))
-        .arg("--tls-key")
-        .arg(pki.join("cluster-b-key.pem"))
-        .arg("--kubeconfig")
-        .arg(bed.agent_kubeconfig("b"))
-        .args(["--velero-namespace", VELERO_NS, "--metrics-listen", "127.0.0.1:0"])
+    let mut agent = bed
+        .reader_agent_command(&config_dir, &addr)
+        .args(["--metrics-listen", "127.0.0.1:0"])
         // Info: at debug the agent logs one "apply" line per held item per pass (~10k lines a pass at full size,
         // ~50 ms more agent CPU per event); FERRY_BENCH_AGENT_LOG=debug to split a slow run by those lines.
         .env(

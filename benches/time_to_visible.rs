@@ -517,19 +517,9 @@ async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result
     let Some(addr) = line.trim().strip_prefix("listening on ").map(String::from) else {
         bail!("coordinator said {line:?}; see {}/logs/ferry-coordinator.log", bed.state.path().display());
     };
-    let pki = dir.join("pki");
     let agent = Daemon::spawn(
-        Command::new(FERRY)
-            .args(["agent", "--coordinator", &format!("https://{addr}"), "--tls-server-name", "localhost"])
-            .arg("--tls-ca")
-            .arg(pki.join("ca.pem"))
-            .arg("--tls-cert")
-            .arg(pki.join("cluster-b.pem"))
-            .arg("--tls-key")
-            .arg(pki.join("cluster-b-key.pem"))
-            .arg("--kubeconfig")
-            .arg(bed.agent_kubeconfig("b"))
-            .args(["--velero-namespace", VELERO_NS, "--metrics-listen", ""])
+        bed.reader_agent_command(&dir, &addr)
+            .args(["--metrics-listen", ""])
             .env("FERRY_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log_file(bed, "ferry-agent")?),

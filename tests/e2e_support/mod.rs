@@ -90,6 +90,25 @@ impl TestBed {
         self.var("FERRY_TESTBED_S3_BUCKET")
     }
 
+    /// `ferry agent` for cluster `b`, dialing the coordinator at `addr` with the PKI [`TestBed::write_reader_config`]
+    /// wrote into `dir`, as the agent's RBAC identity (arguments and environment left to the caller to add).
+    pub fn reader_agent_command(&self, dir: &std::path::Path, addr: &str) -> Command {
+        let pki = dir.join("pki");
+        let mut agent = Command::new(FERRY);
+        agent
+            .args(["agent", "--coordinator", &format!("https://{addr}"), "--tls-server-name", "localhost"])
+            .arg("--tls-ca")
+            .arg(pki.join("ca.pem"))
+            .arg("--tls-cert")
+            .arg(pki.join("cluster-b.pem"))
+            .arg("--tls-key")
+            .arg(pki.join("cluster-b-key.pem"))
+            .arg("--kubeconfig")
+            .arg(self.agent_kubeconfig("b"))
+            .args(["--velero-namespace", VELERO_NS]);
+        agent
+    }
+
     /// A PKI (agent `b`, `operators`) and a `ferry.yaml` in `dir` for a coordinator serving cluster `b` from
     /// the bed's bucket (written by cluster `a`); returns the config's path. For the benchmarks that run the
     /// real binaries on the bed.
