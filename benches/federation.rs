@@ -122,8 +122,8 @@ fn main() -> anyhow::Result<()> {
                 "\"{}\",{},{},{},{:.3},{:.0}\n",
                 run.variant.label(),
                 run.agents,
-                percentile(&run.latencies, 0.5).as_millis(),
-                percentile(&run.latencies, 0.99).as_millis(),
+                proc_status::percentile(&run.latencies, 0.5).as_millis(),
+                proc_status::percentile(&run.latencies, 0.99).as_millis(),
                 run.cpu_changes / CHANGES as f64,
                 run.rss_kb.2 as f64 / 1024.0
             ));
@@ -168,14 +168,6 @@ fn inventory() -> Vec<(ResourceType, Vec<InventoryItem>)> {
     by_kind
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 fn row(run: &Measured) -> String {
     format!(
         "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} / {:.0} | {:.1} / {:.2} |",
@@ -184,8 +176,8 @@ fn row(run: &Measured) -> String {
         run.objects,
         run.accept_all.as_secs_f64(),
         run.reconnects,
-        percentile(&run.latencies, 0.5).as_millis(),
-        percentile(&run.latencies, 0.99).as_millis(),
+        proc_status::percentile(&run.latencies, 0.5).as_millis(),
+        proc_status::percentile(&run.latencies, 0.99).as_millis(),
         run.latencies.last().copied().unwrap_or_default().as_millis(),
         run.rss_kb.0 as f64 / 1024.0,
         run.rss_kb.1 as f64 / 1024.0,

@@ -80,6 +80,21 @@ struct Row {
     note: String,
 }
 
+impl Row {
+    /// A row for `syncer`, its load taken now.
+    fn starting(syncer: String) -> Self {
+        Row {
+            syncer,
+            nab: Vec::new(),
+            backup: Vec::new(),
+            cpu: Vec::new(),
+            load_before: proc_status::load_average(" "),
+            load_after: String::new(),
+            note: String::new(),
+        }
+    }
+}
+
 async fn bench(size: &Size, smoke: bool) -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let started = Instant::now();
@@ -122,7 +137,7 @@ async fn bench(size: &Size, smoke: bool) -> anyhow::Result<()> {
     let agent_pid = ferry.agents.get("b").map(Child::id).unwrap_or(0);
     let t = Instant::now();
     // `ferry status` is a process: polled once a second, not at wait_for's pace.
-    let loaded = wait_for_async(Duration::from_secs(600), || async {
+    let loaded = e2e::poll(Duration::from_secs(600), || async {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let status = ferry.status(None);
         let backups = status["locations"][0]["backups"].as_u64().unwrap_or(0) as usize;
@@ -144,20 +159,12 @@ async fn bench(size: &Size, smoke: bool) -> anyhow::Result<()> {
     ]
     .map(|(name, s)| format!("{name} {:.1} ms/s", s * 1000.0 / idle_window.as_secs_f64()));
 
-    let mut row = Row {
-        // The bench is built with the same profile as the binary it runs (test: debug, bench: release).
-        syncer: format!(
-            "ferry ({}{})",
-            if smoke { "smoke, " } else { "" },
-            if cfg!(debug_assertions) { "debug build" } else { "release build" }
-        ),
-        nab: Vec::new(),
-        backup: Vec::new(),
-        cpu: Vec::new(),
-        load_before: loadavg(),
-        load_after: String::new(),
-        note: String::new(),
-    };
+    // The bench is built with the same profile as the binary it runs (test: debug, bench: release).
+    let mut row = Row::starting(format!(
+        "ferry ({}{})",
+        if smoke { "smoke, " } else { "" },
+        if cfg!(debug_assertions) { "debug build" } else { "release build" }
+    ));
     let cpu_start = (proc_status::cpu_seconds(coordinator_pid), proc_status::cpu_seconds(agent_pid));
     let passes_before = recompute_passes(&ferry.log_text("coordinator")).len();
     for ns in &ferry_ns {
@@ -181,7 +188,7 @@ async fn bench(size: &Size, smoke: bool) -> anyhow::Result<()> {
     let runs = ferry_ns.len().max(1) as f64;
     row.cpu.push(("coordinator".into(), (proc_status::cpu_seconds(coordinator_pid) - cpu_start.0) / runs));
     row.cpu.push(("agent".into(), (proc_status::cpu_seconds(agent_pid) - cpu_start.1) / runs));
-    row.load_after = loadavg();
+    row.load_after = proc_status::load_average(" ");
     rows.push(row);
     // Where the time goes, in part: the coordinator's own measure of each replan (all backups, this cluster).
     let mut passes: Vec<u64> = recompute_passes(&ferry.log_text("coordinator")).split_off(passes_before);
@@ -242,33 +249,19 @@ fn format_row(row: &Row, backups: usize) -> String {
     let backup = if backup.is_empty() {
         "— (before the namespace)".to_string()
     } else {
-        format!("{} / {}", ms(percentile(&backup, 0.5)), ms(percentile(&backup, 0.99)))
+        format!("{} / {}", ms(proc_status::percentile(&backup, 0.5)), ms(proc_status::percentile(&backup, 0.99)))
     };
     format!(
         "| {} | {backups} | {} | {} | {} | {} | {backup} | {} | {} → {} |",
         row.syncer,
         nab.len(),
-        ms(percentile(&nab, 0.5)),
-        ms(percentile(&nab, 0.99)),
+        ms(proc_status::percentile(&nab, 0.5)),
+        ms(proc_status::percentile(&nab, 0.99)),
         ms(nab.last().copied().unwrap_or_default()),
         cpu.join(", "),
         row.load_before,
         row.load_after,
     )
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
-/// The 1-, 5- and 15-minute load averages.
-fn loadavg() -> String {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 type Seen = Arc<Mutex<HashMap<String, Instant>>>;
@@ -490,15 +483,7 @@ async fn nac_run(
     anyhow::ensure!(failed == 0, "{failed} Velero Backup CRs could not be created");
     eprintln!("== {} Velero Backup CRs in {VELERO_NS} in {:.1} s", made.len(), t.elapsed().as_secs_f64());
 
-    let mut row = Row {
-        syncer: format!("NAC sync (backupSyncPeriod {} s)", period.as_secs()),
-        nab: Vec::new(),
-        backup: Vec::new(),
-        cpu: Vec::new(),
-        load_before: loadavg(),
-        load_after: String::new(),
-        note: String::new(),
-    };
+    let mut row = Row::starting(format!("NAC sync (backupSyncPeriod {} s)", period.as_secs()));
     let cpu_start = proc_status::cpu_seconds(nac_pid);
     let sweeps_before = nac_log().matches("NonAdminBackup Synchronization exit").count();
     let gap = period / namespaces.len().max(1) as u32;
@@ -519,7 +504,7 @@ async fn nac_run(
     }
     let cpu = proc_status::cpu_seconds(nac_pid) - cpu_start;
     row.cpu.push(("NAC".into(), cpu / namespaces.len().max(1) as f64));
-    row.load_after = loadavg();
+    row.load_after = proc_status::load_average(" ");
     let sweeps = nac_log().matches("NonAdminBackup Synchronization exit").count() - sweeps_before;
     row.note = format!(
         "NAC: {sweeps} sync sweeps over {} Velero Backup CRs during its runs, {:.0} ms CPU per sweep (all its \
@@ -562,7 +547,7 @@ async fn install_crds(client: &kube::Client, dir: &Path) -> anyhow::Result<()> {
         names.push(name);
     }
     for name in &names {
-        let established = wait_for_async(Duration::from_secs(30), || async {
+        let established = e2e::poll(Duration::from_secs(30), || async {
             let crd = crds.get_opt(name).await.ok().flatten()?;
             let conditions = crd.status?.conditions?;
             conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
@@ -572,23 +557,6 @@ async fn install_crds(client: &kube::Client, dir: &Path) -> anyhow::Result<()> {
     }
     eprintln!("== CRDs installed for NAC: {}", names.join(", "));
     Ok(())
-}
-
-async fn wait_for_async<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return Some(value);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn tail(text: &str, lines: usize) -> String {

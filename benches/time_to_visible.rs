@@ -56,7 +56,7 @@ fn main() -> anyhow::Result<()> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     println!("\n{}", table(&rows));
-    println!("commit {commit}; load average at the end: {}", loadavg());
+    println!("commit {commit}; load average at the end: {}", proc_status::load_average(" / "));
     if let Ok(path) = std::env::var("FERRY_BENCH_CSV") {
         let mut csv = String::from("system,backups,objects,seconds,objects_per_s,cpu_s,peak_rss_mb\n");
         for r in &rows {
@@ -129,11 +129,6 @@ fn table(rows: &[Row]) -> String {
         );
     }
     out
-}
-
-fn loadavg() -> String {
-    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    text.split_whitespace().take(3).collect::<Vec<_>>().join(" / ")
 }
 
 /// `(velero, plugin dir)`: built by `e2e/testbed/build-velero.sh` under `cargo bench`; in the smoke only if cached.
@@ -310,7 +305,13 @@ impl Daemon {
 
     /// CPU seconds (user + system) of the group: its live members and the children the leader reaped.
     fn cpu_s(&self) -> f64 {
-        group_members(self.pid()).iter().map(|&p| cpu_seconds(p, p == self.pid())).sum()
+        group_members(self.pid())
+            .iter()
+            .map(|&p| match p == self.pid() {
+                true => proc_status::cpu_seconds_with_children(p),
+                false => proc_status::cpu_seconds(p),
+            })
+            .sum()
     }
 
     /// Sum of the peak RSS of the group's live members.
@@ -327,28 +328,11 @@ impl Drop for Daemon {
     }
 }
 
-/// Fields of `/proc/PID/stat` after the command name (which is in parentheses and may contain spaces).
-fn stat_fields(pid: u32) -> Vec<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    rest.split_whitespace().map(String::from).collect()
-}
-
 fn group_members(pgid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return vec![pgid] };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| stat_fields(pid).get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid))
+        .filter(|&pid| proc_status::stat_fields(pid).get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid))
         .collect()
-}
-
-/// User + system CPU seconds of a process (with `children`, also those of its reaped children).
-fn cpu_seconds(pid: u32, children: bool) -> f64 {
-    let fields = stat_fields(pid);
-    let range = if children { 11..15 } else { 11..13 };
-    let ticks: f64 = fields.get(range).map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / hz
 }
 
 /// CPU seconds of a cluster's kube-apiserver and etcd (from the bed's pids file).
@@ -361,7 +345,7 @@ fn apiserver_cpu(bed: &TestBed, cluster: &str) -> f64 {
             let pid = words.next()?.parse::<u32>().ok()?;
             (name == format!("kube-apiserver-{cluster}") || name == format!("etcd-{cluster}")).then_some(pid)
         })
-        .map(|p| cpu_seconds(p, false))
+        .map(proc_status::cpu_seconds)
         .sum()
 }
 
@@ -455,7 +439,7 @@ async fn run_velero(
             peak_rss_mb: Some(daemon.peak_rss_mb()),
             apiserver_cpu_s: Some(api_cpu),
             note: format!("{how}; its first object after {first:.1} s"),
-            load: loadavg(),
+            load: proc_status::load_average(" / "),
         },
         Row {
             system: "Velero, sync only".into(),
@@ -463,7 +447,7 @@ async fn run_velero(
             objects: n * (1 + PVBS_PER_BACKUP),
             seconds: all - first,
             note: "from its first object (without the wait for its once-a-minute sync)".into(),
-            load: loadavg(),
+            load: proc_status::load_average(" / "),
             ..Row::default()
         },
     ];
@@ -484,7 +468,7 @@ async fn run_velero(
                 n * PVBS_PER_BACKUP,
                 VELERO_REPAIR_WAIT.as_secs()
             ),
-            load: loadavg(),
+            load: proc_status::load_average(" / "),
             ..Row::default()
         });
     }
@@ -536,7 +520,7 @@ async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result
         peak_rss_mb: Some(coordinator.peak_rss_mb() + agent.peak_rss_mb()),
         apiserver_cpu_s: Some(api_cpu),
         note,
-        load: loadavg(),
+        load: proc_status::load_average(" / "),
     };
     let split = || {
         format!(
@@ -668,7 +652,7 @@ async fn run_limit(bed: &TestBed, spec: &FixtureSpec, ns: &str) -> anyhow::Resul
         seconds,
         apiserver_cpu_s: Some(apiserver_cpu(bed, "a") - api_cpu_before),
         note: format!("the bucket's objects, {LIMIT_CONCURRENCY} creates in flight from one kube-rs client (admin)"),
-        load: loadavg(),
+        load: proc_status::load_average(" / "),
         ..Row::default()
     })
 }

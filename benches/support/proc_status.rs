@@ -1,5 +1,5 @@
-//! Memory figures of a process from `/proc/<pid>/status` (Linux), for the benchmarks' tables. Shared by the
-//! benches through `#[path]`.
+//! Memory and CPU figures of a process from `/proc` (Linux), the machine's load, and percentiles, for the
+//! benchmarks' tables. Shared by the benches through `#[path]`.
 #![allow(dead_code)]
 
 /// A `kB` field (`VmRSS:`, `VmHWM:` for the peak) of this process; 0 where /proc is unavailable.
@@ -21,14 +21,42 @@ fn kb(path: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Fields of `/proc/PID/stat` after the command name (which is in parentheses and may contain spaces); empty
+/// where /proc is unavailable.
+pub fn stat_fields(pid: u32) -> Vec<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    rest.split_whitespace().map(String::from).collect()
+}
+
 /// User + system CPU seconds of a process (`/proc/<pid>/stat` fields 14 and 15); 0 where /proc is unavailable.
 pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11..13).map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
+    ticks_to_seconds(&stat_fields(pid), 11..13)
+}
+
+/// [`cpu_seconds`] plus those of its reaped children (fields 16 and 17).
+pub fn cpu_seconds_with_children(pid: u32) -> f64 {
+    ticks_to_seconds(&stat_fields(pid), 11..15)
+}
+
+fn ticks_to_seconds(fields: &[String], range: std::ops::Range<usize>) -> f64 {
+    let ticks: f64 = fields.get(range).map_or(0.0, |f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum());
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     ticks / hz
+}
+
+/// The 1-, 5- and 15-minute load averages, joined by `separator`.
+pub fn load_average(separator: &str) -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(separator)
+}
+
+/// The `p` quantile (0..=1) of `sorted`, nearest rank; zero for none.
+pub fn percentile(sorted: &[std::time::Duration], p: f64) -> std::time::Duration {
+    if sorted.is_empty() {
+        return std::time::Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
 }

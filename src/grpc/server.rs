@@ -273,8 +273,7 @@ impl SessionTask {
             return Ok(());
         }
         let desired = &published.set;
-        let sent = self.sent.as_ref().filter(|sent| !sent.version.is_empty() && sent.version == desired.version);
-        if sent.is_some() {
+        if self.sent.as_ref().is_some_and(|sent| !sent.version.is_empty() && sent.version == desired.version) {
             return Ok(());
         }
         let budget = budget(self.hub.settings.max_message_bytes);

@@ -136,14 +136,13 @@ impl TemplateCache {
             return Arc::new(entry.pod_volume_backups.objects());
         }
         let key = std::ptr::from_ref(entry) as usize;
-        let decoded =
-            |this: &Self| this.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        if let Some(found) = decoded(self) {
-            return found;
+        let decoded = || self.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = decoded().get(&key) {
+            return found.clone();
         }
         // Decoded outside the lock, like the objects.
         let fresh = Arc::new(entry.pod_volume_backups.objects());
-        self.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_insert(fresh).clone()
+        decoded().entry(key).or_insert(fresh).clone()
     }
 
     pub fn len(&self) -> usize {

@@ -456,8 +456,8 @@ pub async fn create_bsl_with_access_mode(bed: &TestBed, client: &kube::Client, n
     create(&bsls, bsl).await;
 }
 
-/// Polls `check` every 100 ms until it returns `Some` (up to `timeout`), for eventual consistency.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+/// Polls `check` every 100 ms until it returns `Some`, or `None` once `timeout` has passed.
+pub async fn poll<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -465,11 +465,22 @@ where
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = check().await {
-            return value;
+            return Some(value);
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// [`poll`], failing the test on timeout: for eventual consistency.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    poll(timeout, check).await.unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
 }
 
 pub fn to_value(object: &DynamicObject) -> Value {
