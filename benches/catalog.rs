@@ -88,9 +88,6 @@ async fn child(url: &str, endpoint: Option<&str>) -> anyhow::Result<()> {
         let raw: usize = catalog.backups.values().map(|b| b.backup.raw_len()).sum();
         let pvb: usize = catalog.backups.values().map(|b| b.pod_volume_backups.compressed_len()).sum();
         eprintln!("rss now {} kB, raw metadata {} kB, pvb {} kB", rss_kb("VmRSS:"), raw / 1024, pvb / 1024);
-        // SAFETY: glibc's malloc_trim takes the allocator's own locks; it only returns free pages to the OS.
-        unsafe { libc::malloc_trim(0) };
-        eprintln!("rss after trim {} kB", rss_kb("VmRSS:"));
         drop(catalog);
         eprintln!("rss after drop {} kB", rss_kb("VmRSS:"));
         return Ok(());
@@ -197,9 +194,12 @@ async fn write_fixture(store: &Store, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[global_allocator]
+static ALLOCATOR: ferry::allocator::Allocator = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     // As the `ferry` binary does, before the runtime's threads exist: the child's peak RSS is ferry's.
-    ferry::allocator::limit_malloc_arenas();
+    ferry::allocator::configure();
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(bench())
 }
 

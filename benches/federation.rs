@@ -61,8 +61,7 @@ struct Measured {
     accept_all: Duration,
     reconnects: u64,
     latencies: Vec<Duration>,
-    /// Idle, connected (when every agent holds its first set), settled (10 s later, once the coordinator's
-    /// `allocator::release_free_memory` has run after the last pass), peak.
+    /// Idle, connected (when every agent holds its first set), settled (10 s later), peak.
     rss_kb: (u64, u64, u64, u64),
     cpu_accept: f64,
     cpu_changes: f64,
@@ -226,7 +225,18 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     }
     std::fs::write(dir.join("ferry.yaml"), config)?;
 
-    let mut child = tokio::process::Command::new(FERRY)
+    // `FERRY_BENCH_WRAP="heaptrack -o /tmp/coordinator"` (for profiling): the coordinator under that command
+    // (its RSS and CPU columns then read the wrapper's process, not the coordinator's).
+    let wrap = std::env::var("FERRY_BENCH_WRAP").unwrap_or_default();
+    let mut command = match wrap.split_whitespace().collect::<Vec<_>>().split_first() {
+        Some((program, args)) => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(args).arg(FERRY);
+            command
+        }
+        None => tokio::process::Command::new(FERRY),
+    };
+    let mut child = command
         .args(["coordinator", "--metrics-listen", "", "--config"])
         .arg(dir.join("ferry.yaml"))
         .env("FERRY_LOG", "warn")
@@ -235,8 +245,14 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
         .spawn()?;
     let pid = child.id().unwrap_or(0);
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = lines.next_line().await?.unwrap_or_default();
-    let addr = line.strip_prefix("listening on ").unwrap_or_default().to_string();
+    // The first line that names the address (a wrapper may print its own lines before it).
+    let mut addr = String::new();
+    while let Some(line) = lines.next_line().await? {
+        if let Some(listening) = line.strip_prefix("listening on ") {
+            addr = listening.to_string();
+            break;
+        }
+    }
     let idle_rss_kb = proc_status::process_kb(pid, "VmRSS:");
 
     let inventory = inventory();

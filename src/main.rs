@@ -1,6 +1,9 @@
-//! The `ferry` binary: one executable for the CLI and (later) the coordinator and agent daemons.
+//! The `ferry` binary: one executable for the CLI, the coordinator and the agent.
 
 mod cli;
+
+#[global_allocator]
+static ALLOCATOR: ferry::allocator::Allocator = mimalloc::MiMalloc;
 
 use std::io::IsTerminal;
 
@@ -9,7 +12,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     // Before the runtime's threads exist.
-    ferry::allocator::limit_malloc_arenas();
+    ferry::allocator::configure();
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run()),
         Err(e) => {

@@ -131,15 +131,12 @@ impl ClusterRecord {
             }
             fresh.insert(key, object);
         }
-        let old: Vec<ObjectKey> = self.objects.keys().filter(|k| same_type(k)).cloned().collect();
-        let mut changed = old.len() != fresh.len();
-        for key in old {
-            let removed = self.objects.remove(&key);
-            if !changed && removed.as_ref() != fresh.get(&key) {
-                changed = true;
-            }
-        }
-        self.objects.extend(fresh);
+        let (old, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.objects).into_iter().partition(|(k, _)| same_type(k));
+        let changed = !old.iter().map(|(k, v)| (k, v)).eq(fresh.iter());
+        // Built whole from sorted entries, the map's nodes are full; inserted one by one they are about half
+        // full (at a thousand clusters × a thousand objects that was ~110 MB).
+        self.objects = kept.into_iter().chain(fresh).collect();
         // Every snapshot counts (even an unchanged one): a stream waits for a set planned after it.
         self.generation += 1;
         (changed, rejected)

@@ -158,9 +158,7 @@ pub async fn start(
     for (index, loader) in loaders.into_iter().enumerate() {
         tasks.push(tokio::spawn(refresh_location(hub.clone(), index, loader, shutdown_rx.clone())));
     }
-    let passes = Arc::new(tokio::sync::Notify::new());
-    tasks.push(tokio::spawn(recompute_loop(hub.clone(), plan_options.clone(), passes.clone(), shutdown_rx.clone())));
-    tasks.push(tokio::spawn(release_memory_after_passes(passes, shutdown_rx.clone())));
+    tasks.push(tokio::spawn(recompute_loop(hub.clone(), plan_options.clone(), shutdown_rx.clone())));
 
     let (authentication, tls) = match transport {
         Transport::Mtls { tls, trust_domain } => (Authentication::Certificate { trust_domain }, Some(tls)),
@@ -231,12 +229,7 @@ async fn refresh_location(hub: Arc<Hub>, index: usize, loader: Loader, mut shutd
 
 /// Recomputes dirty clusters: wakes on a change, waits the debounce time so a burst of changes (a fleet of
 /// snapshots after a restart) costs one pass, then plans every dirty cluster and publishes changed sets.
-async fn recompute_loop(
-    hub: Arc<Hub>,
-    options: PlanOptions,
-    passes: Arc<tokio::sync::Notify>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn recompute_loop(hub: Arc<Hub>, options: PlanOptions, mut shutdown: watch::Receiver<bool>) {
     let mut resync = tokio::time::interval(hub.settings.resync_interval);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -253,20 +246,6 @@ async fn recompute_loop(
         if let Err(e) = outcome {
             tracing::error!(error = %e, "recompute failed");
         }
-        passes.notify_one();
-    }
-}
-
-/// A second after recompute passes (which follow every snapshot, delta and catalog change), returns the freed
-/// heap to the operating system: at most once a second, and always after the last pass of a burst.
-async fn release_memory_after_passes(passes: Arc<tokio::sync::Notify>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = passes.notified() => {}
-            _ = shutdown.wait_for(|stopping| *stopping) => return,
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let _ = tokio::task::spawn_blocking(crate::allocator::release_free_memory).await;
     }
 }
 

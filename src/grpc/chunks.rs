@@ -5,9 +5,15 @@ use prost::Message;
 
 use super::proto::{DesiredSet, Snapshot};
 
-/// What one chunk may take of the message limit (the rest is headroom for the envelope).
+/// The size messages on a stream are cut to, whatever the limit. Each end of a stream keeps a buffer as large
+/// as the largest message it ever encoded or decoded (tonic grows it and never shrinks it), so with a thousand
+/// streams a one-megabyte snapshot or set costs a gigabyte held for as long as the streams live.
+pub const STREAM_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// What one chunk may take: [`STREAM_MESSAGE_BYTES`], or less under a smaller message limit (leaving headroom
+/// for the envelope).
 pub fn budget(max_message_bytes: usize) -> usize {
-    max_message_bytes / 4 * 3
+    (max_message_bytes / 4 * 3).min(STREAM_MESSAGE_BYTES)
 }
 
 /// `items` in consecutive groups whose encoded size stays within `budget` (an item larger than the budget
