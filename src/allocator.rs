@@ -28,9 +28,9 @@ pub fn configure() {
 }
 
 /// The purge delay in force, in milliseconds (for the test that the option index is the right one).
-pub fn purge_delay_ms() -> i64 {
+pub fn purge_delay_ms() -> libc::c_long {
     // SAFETY: mi_option_get only reads an option value.
-    i64::from(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) })
+    unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }
 }
 
 #[cfg(test)]
