@@ -7,7 +7,8 @@ use clap::Args;
 use tokio::net::TcpListener;
 
 use ferry::config::LoadedConfig;
-use ferry::coordinator::{self, Settings, Transport};
+use ferry::coordinator::leadership::ElectionConfig;
+use ferry::coordinator::{self, Election, Settings, Transport};
 use ferry::grpc::tls::TlsFiles;
 use ferry::grpc::tls_acceptor::ReloadingTls;
 
@@ -31,6 +32,22 @@ pub struct CoordinatorArgs {
     /// Plaintext gRPC with identities taken from a header: anyone can claim to be any cluster. Local demos only.
     #[arg(long)]
     pub insecure_dev: bool,
+    /// Run as one of several replicas: only the holder of this Lease (coordination.k8s.io) serves agents and
+    /// operators; the others wait as warm standbys (not ready). Unset: a single replica that always serves.
+    #[arg(long, env = "FERRY_LEADER_ELECTION_LEASE")]
+    pub leader_election_lease: Option<String>,
+    /// The Lease's namespace (in a pod: its own, from the downward API).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "ferry")]
+    pub leader_election_namespace: String,
+    /// This replica's name in the Lease (in a pod: its name; default: the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_identity: Option<String>,
+    /// How long a Lease its holder stopped renewing keeps it (failover takes up to this long after a crash).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: std::time::Duration,
+    /// kubeconfig for the Lease (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "FERRY_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
@@ -53,7 +70,12 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
     };
     let listen = args.listen.clone().unwrap_or_else(|| section.listen.clone());
     let listener = TcpListener::bind(&listen).await.with_context(|| format!("cannot listen on {listen}"))?;
-    let mut running = coordinator::start(&config, Settings::from_config(section), listener, transport).await?;
+    let election = match &args.leader_election_lease {
+        Some(lease) => Some(election(&args, lease).await?),
+        None => None,
+    };
+    let mut running =
+        coordinator::start_with(&config, Settings::from_config(section), listener, transport, election).await?;
     // Tests and scripts read the actual addresses (with port 0 in the config) from these lines.
     println!("listening on {}", running.addr);
     let metrics_listen = args.metrics_listen.clone().unwrap_or_else(|| section.metrics_listen.clone());
@@ -64,11 +86,36 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
         println!("metrics on {}", http.local_addr()?);
         running.serve_http(http);
     }
-    shutdown_signal().await?;
+    let lost = tokio::select! {
+        signal = shutdown_signal() => { signal?; None }
+        reason = running.leadership_lost() => Some(reason),
+    };
     tracing::info!("shutting down: ending agent streams");
     running.shutdown().await?;
     tracing::info!("stopped");
-    Ok(())
+    match lost {
+        // Exiting is how a replica steps down: restarted, it comes back as a standby.
+        Some(reason) => anyhow::bail!("{reason}"),
+        None => Ok(()),
+    }
+}
+
+async fn election(args: &CoordinatorArgs, lease: &str) -> anyhow::Result<Election> {
+    let identity = match &args.leader_election_identity {
+        Some(identity) => identity.clone(),
+        None => hostname().context("no --leader-election-identity (POD_NAME) and no host name")?,
+    };
+    let client = super::agent::kube_client(args.kubeconfig.as_deref()).await?;
+    let namespace = args.leader_election_namespace.clone();
+    tracing::info!(%lease, %namespace, %identity, "leader election on: standby until the lease is ours");
+    Ok(Election {
+        api: kube::Api::namespaced(client, &namespace),
+        config: ElectionConfig { lease: lease.into(), namespace, identity, lease_duration: args.lease_duration },
+    })
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()).filter(|h| !h.is_empty())
 }
 
 /// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).

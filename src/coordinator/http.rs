@@ -1,5 +1,5 @@
-//! The coordinator's plain-HTTP side port: `/healthz` (the process serves), `/readyz` (at least one location
-//! was read) and `/metrics` (Prometheus). No TLS and no data beyond counts and names: bind it to a
+//! The coordinator's plain-HTTP side port: `/healthz` (the process serves), `/readyz` (it leads and at least one
+//! location was read) and `/metrics` (Prometheus). No TLS and no data beyond counts and names: bind it to a
 //! port only the cluster's monitoring reaches.
 
 use std::sync::Arc;
@@ -31,6 +31,11 @@ pub async fn serve(hub: Arc<Hub>, listener: TcpListener, mut shutdown: watch::Re
 }
 
 async fn readyz(State(hub): State<Arc<Hub>>) -> impl IntoResponse {
+    // A standby is alive (`/healthz`) but not ready, so a Service routes agents to the leader only.
+    let standby = hub.role.borrow().not_serving();
+    if let Some(reason) = standby {
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n"));
+    }
     match hub.status(None, SystemTime::now()).map_err(|e| e.to_string()).and_then(|s| metrics::readiness(&s)) {
         Ok(()) => (StatusCode::OK, "ready\n".to_string()),
         Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n")),

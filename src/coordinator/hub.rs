@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use tokio::sync::{Notify, watch};
 
+use super::leadership::Role;
 use super::cluster::{CheckedItems, ClusterRecord, Liveness, ObjectKey, Session};
 use super::describe::{self, ClusterRecords, UnknownBackup};
 use super::settings::Settings;
@@ -99,6 +100,9 @@ pub struct Hub {
     pub settings: Settings,
     pub mappings: NamespaceMappings,
     next_session: AtomicU64,
+    /// This replica's part among coordinator replicas ([`Role::Leader`] unless leader election is on): only a
+    /// leader serves agents and operators.
+    pub role: watch::Sender<Role>,
 }
 
 impl Hub {
@@ -121,7 +125,14 @@ impl Hub {
             })
             .collect();
         let state = HubState { clusters, locations, ..Default::default() };
-        Self { state: Mutex::new(state), changed: Notify::new(), settings, mappings, next_session: AtomicU64::new(1) }
+        Self {
+            state: Mutex::new(state),
+            changed: Notify::new(),
+            settings,
+            mappings,
+            next_session: AtomicU64::new(1),
+            role: watch::Sender::new(Role::Leader),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, HubState> {

@@ -12,6 +12,7 @@ pub mod describe;
 mod fuzz;
 pub mod http;
 pub mod hub;
+pub mod leadership;
 pub mod legacy_volumes;
 pub mod metrics;
 pub mod settings;
@@ -89,14 +90,30 @@ impl RunningCoordinator {
                 Ok(())
             }
         };
-        for task in self.tasks {
-            task.abort();
+        // The tasks watch the same shutdown signal; a moment for them to end on their own (the leader election
+        // releases its Lease then, so a standby takes over at once), then the rest is dropped.
+        let mut tasks = self.tasks;
+        let ended = futures::future::join_all(tasks.iter_mut());
+        if tokio::time::timeout(Duration::from_secs(2), ended).await.is_err() {
+            for task in &tasks {
+                task.abort();
+            }
         }
         result
     }
 }
 
 impl RunningCoordinator {
+    /// Resolves with the reason once this replica lost the leadership it held (never without leader election):
+    /// it must then stop serving, which the caller does by shutting down and exiting.
+    pub async fn leadership_lost(&self) -> String {
+        let mut role = self.hub.role.subscribe();
+        match role.wait_for(|r| matches!(r, leadership::Role::Lost { .. })).await {
+            Ok(role) => role.not_serving().unwrap_or_default(),
+            Err(_) => std::future::pending().await,
+        }
+    }
+
     /// Also serves `/healthz`, `/readyz` and `/metrics` on `listener` (plain HTTP), until shutdown.
     pub fn serve_http(&mut self, listener: TcpListener) {
         let (hub, stop) = (self.hub.clone(), self.shutdown.subscribe());
@@ -108,12 +125,30 @@ impl RunningCoordinator {
     }
 }
 
+/// Leader election among replicas: the Lease to hold and how.
+pub struct Election {
+    pub api: kube::Api<k8s_openapi::api::coordination::v1::Lease>,
+    pub config: leadership::ElectionConfig,
+}
+
 /// Opens the locations, starts the catalog refreshers, the recompute loop and the gRPC server on `listener`.
 pub async fn start(
     config: &LoadedConfig,
     settings: Settings,
     listener: TcpListener,
     transport: Transport,
+) -> Result<RunningCoordinator, CoordinatorError> {
+    start_with(config, settings, listener, transport, None).await
+}
+
+/// [`start`], as one replica among several when `election` is set: it serves only while it holds the Lease
+/// (a standby keeps its catalogs warm), and [`RunningCoordinator::leadership_lost`] says when it must stop.
+pub async fn start_with(
+    config: &LoadedConfig,
+    settings: Settings,
+    listener: TcpListener,
+    transport: Transport,
+    election: Option<Election>,
 ) -> Result<RunningCoordinator, CoordinatorError> {
     let addr = listener.local_addr().map_err(CoordinatorError::Listener)?;
     let mut loaders = Vec::new();
@@ -154,6 +189,11 @@ pub async fn start(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
     let mut tasks = Vec::new();
+    if let Some(Election { api, config }) = election {
+        // Standby until the Lease is ours: set before the server can take a stream.
+        hub.role.send_replace(leadership::Role::Standby { leader: None });
+        tasks.push(tokio::spawn(leadership::run(api, config, hub.role.clone(), shutdown_rx.clone())));
+    }
     let describe_loaders = loaders.clone();
     for (index, loader) in loaders.into_iter().enumerate() {
         tasks.push(tokio::spawn(refresh_location(hub.clone(), index, loader, shutdown_rx.clone())));

@@ -37,7 +37,9 @@ pub const CHUNKED_DESIRED_SETS: &str = "chunked-desired-sets-v1";
 /// How to reach the coordinator and how to behave on the stream.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// `https://host:port` (or `http://` with `--insecure-dev`).
+    /// `https://host:port` (or `http://` with `--insecure-dev`); several, comma-separated, for coordinator
+    /// replicas without a Service in front: each failed or refused connect moves on to the next (a standby
+    /// refuses, so the agent settles on the leader).
     pub endpoint: String,
     /// mTLS: the CA, this agent's certificate and key. `None` only for `--insecure-dev`.
     pub tls: Option<ClientTlsConfig>,
@@ -267,11 +269,15 @@ async fn run(
     link: watch::Sender<Link>,
 ) {
     let mut backoff = config.backoff.clone();
+    let endpoints: Vec<&str> = config.endpoint.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+    let mut next = 0;
     loop {
-        match session(&config, &mut mirror, &mut commands, &desired, &link, &mut backoff).await {
+        let endpoint = endpoints.get(next % endpoints.len().max(1)).copied().unwrap_or_default();
+        match session(&config, endpoint, &mut mirror, &mut commands, &desired, &link, &mut backoff).await {
             Exit::Shutdown => return,
             Exit::Lost(error) => {
-                tracing::warn!(endpoint = %config.endpoint, %error, "coordinator stream lost; reconnecting");
+                next += 1;
+                tracing::warn!(%endpoint, %error, "coordinator stream lost; reconnecting");
                 link.send_modify(|l| {
                     l.connected = false;
                     l.last_error = Some(error);
@@ -295,15 +301,16 @@ async fn run(
 
 async fn session(
     config: &AgentConfig,
+    endpoint_url: &str,
     mirror: &mut Mirror,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     desired: &watch::Sender<Option<Arc<DesiredSet>>>,
     link: &watch::Sender<Link>,
     backoff: &mut Backoff,
 ) -> Exit {
-    let mut endpoint = match Endpoint::from_shared(config.endpoint.clone()) {
+    let mut endpoint = match Endpoint::from_shared(endpoint_url.to_string()) {
         Ok(endpoint) => endpoint,
-        Err(e) => return Exit::Lost(format!("invalid endpoint {:?}: {e}", config.endpoint)),
+        Err(e) => return Exit::Lost(format!("invalid endpoint {endpoint_url:?}: {e}")),
     };
     endpoint = endpoint
         .connect_timeout(config.connect_timeout)
@@ -328,7 +335,7 @@ async fn session(
     }
     let channel = match endpoint.connect().await {
         Ok(channel) => channel,
-        Err(e) => return Exit::Lost(format!("connect {}: {}", config.endpoint, error_chain(&e))),
+        Err(e) => return Exit::Lost(format!("connect {endpoint_url}: {}", error_chain(&e))),
     };
     let mut client = FederationClient::new(channel)
         .max_decoding_message_size(config.max_message_bytes)

@@ -103,11 +103,23 @@ impl FederationService {
 
 type SessionStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
 
+impl FederationService {
+    /// Refuses every rpc on a replica that does not lead: an agent then tries its next coordinator address
+    /// (or, behind a Service, reaches the leader, the only ready replica).
+    fn serving(&self) -> Result<(), Status> {
+        match self.hub.role.borrow().not_serving() {
+            None => Ok(()),
+            Some(reason) => Err(Status::unavailable(reason)),
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Federation for FederationService {
     type SessionStream = SessionStream;
 
     async fn session(&self, request: Request<Streaming<AgentMessage>>) -> Result<Response<SessionStream>, Status> {
+        self.serving()?;
         let role = self.caller(&request)?;
         let cluster = authorize(&role, Rpc::Session)?.unwrap_or_default().to_string();
         if !self.hub.knows(&cluster) {
@@ -142,6 +154,7 @@ impl Federation for FederationService {
     }
 
     async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
+        self.serving()?;
         let role = self.caller(&request)?;
         authorize(&role, Rpc::GetStatus)?;
         let filter = Some(request.get_ref().cluster.as_str()).filter(|c| !c.is_empty());
@@ -151,6 +164,7 @@ impl Federation for FederationService {
     }
 
     async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
+        self.serving()?;
         let role = self.caller(&request)?;
         authorize(&role, Rpc::Plan)?;
         let options = PlanOptions { now: SystemTime::now(), ..self.plan_options.clone() };
@@ -168,6 +182,7 @@ impl Federation for FederationService {
         &self,
         request: Request<DescribeBackupRequest>,
     ) -> Result<Response<DescribeBackupResponse>, Status> {
+        self.serving()?;
         let role = self.caller(&request)?;
         authorize(&role, Rpc::DescribeBackup)?;
         let name = &request.get_ref().name;

@@ -218,6 +218,13 @@ impl Ferry {
 
     /// As [`Ferry::start`], with `extra` (top-level YAML keys) appended to the config.
     pub fn start_with(bed: &TestBed, mappings: &str, extra: &str) -> Self {
+        let mut ferry = Self::prepare_with(bed, mappings, extra);
+        ferry.start_coordinator(bed, None);
+        ferry
+    }
+
+    /// As [`Ferry::start_with`] without starting anything (the PKI and the config only).
+    pub fn prepare_with(bed: &TestBed, mappings: &str, extra: &str) -> Self {
         let dir = tempfile::Builder::new().prefix("ferry-e2e-run-").tempdir().expect("dir");
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         certs::write_all(&CertsSpec {
@@ -264,15 +271,7 @@ coordinator:
             kube_b = bed.admin_kubeconfig("b").display(),
         );
         std::fs::write(dir.path().join("ferry.yaml"), config).expect("config");
-        let mut ferry = Ferry {
-            dir,
-            coordinator: None,
-            addr: String::new(),
-            agents: HashMap::new(),
-            agent_metrics: HashMap::new(),
-        };
-        ferry.start_coordinator(bed, None);
-        ferry
+        Ferry { dir, coordinator: None, addr: String::new(), agents: HashMap::new(), agent_metrics: HashMap::new() }
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -293,33 +292,49 @@ coordinator:
 
     /// Starts the coordinator (on `addr` when restarting, so agents find it again).
     pub fn start_coordinator(&mut self, bed: &TestBed, addr: Option<&str>) {
-        let listen = addr.unwrap_or("127.0.0.1:0").to_string();
+        let listen = addr.unwrap_or("127.0.0.1:0");
+        let (child, addr, _) = self.spawn_coordinator(bed, listen, &["--metrics-listen", ""], "coordinator");
+        self.addr = addr;
+        self.coordinator = Some(child);
+    }
+
+    /// A coordinator process with `args` added, logging to `<log>.log`: it, its gRPC address and its metrics
+    /// address (when `args` gave it one).
+    pub fn spawn_coordinator(&self, bed: &TestBed, listen: &str, args: &[&str], log: &str) -> (Child, String, String) {
         let mut child = Command::new(FERRY)
             .args(["coordinator", "--config"])
             .arg(self.config_path())
-            .args(["--listen", &listen, "--metrics-listen", ""])
+            .args(["--listen", listen])
+            .args(args)
             .env("AWS_ACCESS_KEY_ID", bed.var("FERRY_TESTBED_S3_ACCESS_KEY"))
             .env("AWS_SECRET_ACCESS_KEY", bed.var("FERRY_TESTBED_S3_SECRET_KEY"))
             .env("FERRY_LOG", "info,ferry=debug")
             .stdout(Stdio::piped())
-            .stderr(self.log("coordinator"))
+            .stderr(self.log(log))
             .spawn()
             .expect("start ferry coordinator");
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut stdout, &mut line).expect("read address");
-        self.addr = line
-            .trim()
+        let mut read = || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut stdout, &mut line).expect("read address");
+            line.trim().to_string()
+        };
+        let line = read();
+        let addr = line
             .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("coordinator said {line:?}: {}", self.log_text("coordinator")))
+            .unwrap_or_else(|| panic!("coordinator said {line:?}: {}", self.log_text(log)))
             .to_string();
-        self.coordinator = Some(child);
+        let metrics = match args.contains(&"--metrics-listen") && !args.contains(&"") {
+            true => read().strip_prefix("metrics on ").unwrap_or_default().to_string(),
+            false => String::new(),
+        };
+        (child, addr, metrics)
     }
 
     pub fn start_agent(&mut self, bed: &TestBed, cluster: &str) {
         let pki = self.dir.path().join("pki");
         let child = Command::new(FERRY)
-            .args(["agent", "--coordinator", &format!("https://{}", self.addr), "--tls-server-name", "localhost"])
+            .args(["agent", "--coordinator", &self.endpoints(), "--tls-server-name", "localhost"])
             .arg("--tls-ca")
             .arg(pki.join("ca.pem"))
             .arg("--tls-cert")
@@ -342,6 +357,11 @@ coordinator:
         let metrics = line.trim().strip_prefix("metrics on ").unwrap_or_else(|| panic!("agent said {line:?}"));
         self.agent_metrics.insert(cluster.to_string(), metrics.to_string());
         self.agents.insert(cluster.to_string(), child);
+    }
+
+    /// `addr` as the agents' `--coordinator` (several, comma-separated, for coordinator replicas).
+    pub fn endpoints(&self) -> String {
+        self.addr.split(',').map(|a| format!("https://{a}")).collect::<Vec<_>>().join(",")
     }
 
     /// SIGKILL, as a crash would.
