@@ -423,6 +423,40 @@ impl Hub {
         describe::describe_backup(backup, &catalogs, &records)
     }
 
+    /// Every backup described as [`Hub::describe_backup`] does, for the status page: at most `limit`, those
+    /// some DesiredSet still has items for (work left, refused, in conflict) first, then the converged ones by
+    /// name. Returns them and how many backups there are in all. Done under the lock, the records gathered
+    /// once; each description scans every cluster's objects, hence the limit.
+    pub fn describe_backups(&self, now: SystemTime, limit: usize) -> (Vec<DescribeBackupResponse>, usize) {
+        let state = self.lock();
+        let (catalogs, _) = catalogs(&state.locations);
+        let planned: BTreeSet<&str> = state
+            .clusters
+            .values()
+            .flat_map(|e| e.record.desired.items.iter().map(|i| i.backup.as_str()))
+            .filter(|b| !b.is_empty())
+            .collect();
+        let in_buckets: BTreeSet<&str> = catalogs.iter().flat_map(|c| c.backups.keys().map(String::as_str)).collect();
+        let total = planned.union(&in_buckets).count();
+        let names: Vec<&str> =
+            planned.iter().chain(in_buckets.iter().filter(|b| !planned.contains(*b))).copied().take(limit).collect();
+        let s = &self.settings;
+        let records: Vec<ClusterRecords<'_>> = state
+            .clusters
+            .values()
+            .map(|e| ClusterRecords {
+                cluster: &e.record.config.name,
+                state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
+                objects: e.record.objects.values().collect(),
+                desired: &e.record.desired,
+                results: &e.record.results,
+            })
+            .collect();
+        // A name was taken from a catalog or a set, so each is known; `ok()` only skips what cannot happen.
+        let described = names.iter().filter_map(|n| describe::describe_backup(n, &catalogs, &records).ok()).collect();
+        (described, total)
+    }
+
     /// Liveness of one cluster (for tests and logs).
     pub fn liveness(&self, cluster: &str, now: SystemTime) -> Option<Liveness> {
         let state = self.lock();
