@@ -208,6 +208,9 @@ pub struct Ferry {
     pub agents: HashMap<String, Child>,
     /// Each agent's `/healthz`, `/readyz`, `/metrics` address.
     pub agent_metrics: HashMap<String, String>,
+    /// The coordinator's web status page (`http://127.0.0.1:PORT/`), when started with one.
+    pub status_page: Option<String>,
+    status_page_listen: Option<String>,
 }
 
 impl Ferry {
@@ -218,6 +221,21 @@ impl Ferry {
 
     /// As [`Ferry::start`], with `extra` (top-level YAML keys) appended to the config.
     pub fn start_with(bed: &TestBed, mappings: &str, extra: &str) -> Self {
+        let mut ferry = Self::configure(bed, mappings, extra);
+        ferry.start_coordinator(bed, None);
+        ferry
+    }
+
+    /// As [`Ferry::start`], the coordinator also serving its web status page on a free loopback port.
+    pub fn start_with_status_page(bed: &TestBed, mappings: &str) -> Self {
+        let mut ferry = Self::configure(bed, mappings, "");
+        ferry.status_page_listen = Some("127.0.0.1:0".into());
+        ferry.start_coordinator(bed, None);
+        ferry
+    }
+
+    /// Writes the PKI and the config; starts nothing.
+    fn configure(bed: &TestBed, mappings: &str, extra: &str) -> Self {
         let dir = tempfile::Builder::new().prefix("ferry-e2e-run-").tempdir().expect("dir");
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         certs::write_all(&CertsSpec {
@@ -264,15 +282,15 @@ coordinator:
             kube_b = bed.admin_kubeconfig("b").display(),
         );
         std::fs::write(dir.path().join("ferry.yaml"), config).expect("config");
-        let mut ferry = Ferry {
+        Ferry {
             dir,
             coordinator: None,
             addr: String::new(),
             agents: HashMap::new(),
             agent_metrics: HashMap::new(),
-        };
-        ferry.start_coordinator(bed, None);
-        ferry
+            status_page: None,
+            status_page_listen: None,
+        }
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -294,10 +312,11 @@ coordinator:
     /// Starts the coordinator (on `addr` when restarting, so agents find it again).
     pub fn start_coordinator(&mut self, bed: &TestBed, addr: Option<&str>) {
         let listen = addr.unwrap_or("127.0.0.1:0").to_string();
+        let page = self.status_page_listen.clone().unwrap_or_default();
         let mut child = Command::new(FERRY)
             .args(["coordinator", "--config"])
             .arg(self.config_path())
-            .args(["--listen", &listen, "--metrics-listen", ""])
+            .args(["--listen", &listen, "--metrics-listen", "", "--status-page-listen", &page])
             .env("AWS_ACCESS_KEY_ID", bed.var("FERRY_TESTBED_S3_ACCESS_KEY"))
             .env("AWS_SECRET_ACCESS_KEY", bed.var("FERRY_TESTBED_S3_SECRET_KEY"))
             .env("FERRY_LOG", "info,ferry=debug")
@@ -313,6 +332,12 @@ coordinator:
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("coordinator said {line:?}: {}", self.log_text("coordinator")))
             .to_string();
+        if !page.is_empty() {
+            line.clear();
+            std::io::BufRead::read_line(&mut stdout, &mut line).expect("read the status page address");
+            let url = line.trim().strip_prefix("status page on ");
+            self.status_page = Some(url.unwrap_or_else(|| panic!("coordinator said {line:?}")).to_string());
+        }
         self.coordinator = Some(child);
     }
 
