@@ -210,7 +210,8 @@ pub struct Ferry {
     pub agent_metrics: HashMap<String, String>,
     /// The coordinator's web status page (`http://127.0.0.1:PORT/`), when started with one.
     pub status_page: Option<String>,
-    status_page_listen: Option<String>,
+    /// `--status-page-listen` for the coordinator; none: no status page.
+    pub status_page_listen: Option<String>,
 }
 
 impl Ferry {
