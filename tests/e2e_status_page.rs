@@ -117,7 +117,7 @@ async fn the_status_page_in_a_real_browser() {
     assert!(dom.status.success(), "chromium --dump-dom failed: {}", hint());
     eprintln!("chromium --dump-dom took {:?}", started.elapsed());
 
-    assert!(html.contains("live: updated"), "the page's script fetched /api/status and redrew: {html}\n{}", hint());
+    assert!(html.contains("live: generated "), "the page's script fetched /api/status and redrew: {html}\n{}", hint());
     for cluster in ["a", "b"] {
         assert!(html.contains(&format!("<td>{cluster}</td>")), "cluster {cluster} listed: {html}");
     }

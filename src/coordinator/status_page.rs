@@ -352,7 +352,18 @@ fn fill(template: &str, parts: &[(&str, String)]) -> String {
 }
 
 fn generated_text(view: &PageView) -> String {
-    format!("generated at {} (unix seconds)", view.generated_unix)
+    format!("generated {}", time_text(view.generated_unix))
+}
+
+/// `2026-12-04T23:03:03Z` (UTC, as the script writes it too); `never` for 0, which the status uses for "not
+/// yet".
+pub fn time_text(unix: i64) -> String {
+    match u64::try_from(unix) {
+        Ok(secs) if secs > 0 => {
+            humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs)).to_string()
+        }
+        _ => "never".into(),
+    }
 }
 
 fn backups_note(view: &PageView) -> String {
@@ -426,7 +437,7 @@ fn location_rows(view: &PageView) -> String {
         td(&mut out, "", &l.name);
         td(&mut out, "", &l.source_cluster);
         td(&mut out, if l.healthy { "connected" } else { "bad" }, &l.health_text());
-        td(&mut out, "", &l.last_refresh_unix.to_string());
+        td(&mut out, "", &time_text(l.last_refresh_unix));
         td(&mut out, "num", &l.backups.to_string());
         td(&mut out, "num", &l.foreign_folders.to_string());
         let collision = match l.writers.is_empty() {
@@ -696,6 +707,8 @@ mod tests {
         assert_eq!(v.clusters[0].state_text(), "connected (1s ago)");
         assert_eq!(v.clusters[1].state_text(), "disconnected (never seen)");
         assert_eq!(v.locations[0].health_text(), "unhealthy: listing incomplete: timeout");
+        assert_eq!((time_text(0), time_text(-1)), ("never".to_string(), "never".to_string()));
+        assert_eq!(time_text(1_796_425_383), "2026-12-04T23:03:03Z");
         let refused = &v.backups[0];
         assert_eq!(refused.owner_text(), "REFUSED: owner namespace \"team-a\" but <b>team-b</b>");
         assert_eq!(refused.clusters[0].verdict, "refused");
