@@ -349,6 +349,8 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         addr: addr.clone(),
         agents: HashMap::new(),
         agent_metrics: HashMap::new(),
+        status_page: None,
+        status_page_listen: None,
     };
     anyhow::ensure!(!addr.is_empty(), "coordinator said {line:?}");
     let mut agent = bed

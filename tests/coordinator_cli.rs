@@ -214,3 +214,61 @@ async fn one_bucket_down_does_not_make_the_coordinator_unready() {
     assert_eq!(http_get(&metrics, "/readyz"), (200, "ready\n".to_string()), "one readable location is enough");
     child.kill().await.expect("kill");
 }
+
+/// The status page is off unless asked for, refuses any non-loopback address before the coordinator starts,
+/// and on loopback serves the page and its JSON, apart from the metrics port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_is_loopback_only_and_apart_from_metrics() {
+    let bed = Bed::new();
+    for address in ["0.0.0.0:0", "[::]:0"] {
+        let out = std::process::Command::new(FERRY)
+            .arg("coordinator")
+            .arg("--config")
+            .arg(bed.path().join("ferry.yaml"))
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "", "--insecure-dev"])
+            .args(["--status-page-listen", address])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "a non-loopback status page address is refused");
+        assert!(stderr.contains(address) && stderr.contains("kubectl port-forward"), "{stderr}");
+        assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "nothing started: {stderr}");
+    }
+
+    let mut child = Command::new(FERRY)
+        .arg("coordinator")
+        .arg("--config")
+        .arg(bed.path().join("ferry.yaml"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--insecure-dev"])
+        .args(["--status-page-listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut printed = Vec::new();
+    for _ in 0..3 {
+        let line = tokio::time::timeout(Duration::from_secs(20), stdout.next_line()).await.expect("in time");
+        printed.push(line.expect("read").expect("a line"));
+    }
+    let metrics = printed[1].strip_prefix("metrics on ").expect("metrics line").to_string();
+    let page = printed[2]
+        .strip_prefix("status page on http://")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("status page line: {printed:?}"))
+        .to_string();
+    let (code, html) = http_get(&page, "/");
+    assert_eq!(code, 200, "{html}");
+    assert!(html.contains("<h2>Clusters</h2>") && html.contains("<td>cluster-b</td>"), "{html}");
+    let (code, json) = http_get(&page, "/api/status");
+    assert_eq!(code, 200, "{json}");
+    let json: Value = serde_json::from_str(&json).expect("JSON");
+    let clusters: Vec<&str> =
+        json["clusters"].as_array().expect("clusters").iter().filter_map(|c| c["name"].as_str()).collect();
+    assert!(clusters.contains(&"cluster-b"), "{json}");
+    assert_eq!(json["locations"][0]["name"], "shared", "{json}");
+    assert_eq!(http_get(&metrics, "/").0, 404, "the metrics port has no status page");
+    assert_eq!(http_get(&page, "/metrics").0, 404, "the status page port has no metrics");
+    let _ = child.kill().await;
+}

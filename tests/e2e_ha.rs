@@ -59,7 +59,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed_and_nothing_is_applied
     let mut ferry = Ferry::prepare_with(&bed, "  []", "");
     let kubeconfig = bed.admin_kubeconfig("a");
     let seconds = format!("{}s", LEASE_DURATION.as_secs());
-    let replica = |identity: &'static str| {
+    let mut replica = |identity: &'static str| {
         let args = [
             "--metrics-listen",
             "127.0.0.1:0",

@@ -177,8 +177,15 @@ async fn a_compromised_coordinator_gets_nothing_hostile_applied() {
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
 
-    let mut ferry =
-        Ferry { dir, coordinator: None, addr, agents: Default::default(), agent_metrics: Default::default() };
+    let mut ferry = Ferry {
+        dir,
+        coordinator: None,
+        addr,
+        agents: Default::default(),
+        agent_metrics: Default::default(),
+        status_page: None,
+        status_page_listen: None,
+    };
     ferry.start_agent(&bed, "b");
 
     let result = tokio::time::timeout(WAIT, async {

@@ -25,6 +25,10 @@ pub struct CoordinatorArgs {
     /// /healthz, /readyz and /metrics address (overrides coordinator.metricsListen; "" disables it).
     #[arg(long, env = "FERRY_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// Web status page address (overrides coordinator.statusPageListen; "" disables it, the default). Loopback
+    /// only (e.g. 127.0.0.1:8080): open it through `kubectl port-forward`.
+    #[arg(long, env = "FERRY_STATUS_PAGE_LISTEN")]
+    pub status_page_listen: Option<String>,
     /// mTLS (each flag overrides coordinator.tls in the config): the CA of agent and operator certificates,
     /// and the coordinator's own certificate and key.
     #[command(flatten)]
@@ -68,6 +72,11 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
         let files = args.tls.files(configured)?;
         Transport::Mtls { tls: std::sync::Arc::new(ReloadingTls::new(files)?), trust_domain }
     };
+    let status_page_listen = args.status_page_listen.clone().unwrap_or_else(|| section.status_page_listen.clone());
+    // Checked before anything starts: a coordinator asked to show its page on the network does not start.
+    if !status_page_listen.is_empty() {
+        coordinator::status_page::check_listen_address(&status_page_listen)?;
+    }
     let listen = args.listen.clone().unwrap_or_else(|| section.listen.clone());
     let listener = TcpListener::bind(&listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     let election = match &args.leader_election_lease {
@@ -85,6 +94,16 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen on {metrics_listen} (metrics)"))?;
         println!("metrics on {}", http.local_addr()?);
         running.serve_http(http);
+    }
+    if !status_page_listen.is_empty() {
+        let page = TcpListener::bind(&status_page_listen)
+            .await
+            .with_context(|| format!("cannot listen on {status_page_listen} (status page)"))?;
+        let bound = page.local_addr()?;
+        // `localhost` is taken as loopback without resolving it; what was bound is checked too.
+        anyhow::ensure!(bound.ip().is_loopback(), "status page bound to {bound}, which is not a loopback address");
+        println!("status page on http://{bound}/");
+        running.serve_status_page(page);
     }
     let lost = tokio::select! {
         signal = shutdown_signal() => { signal?; None }

@@ -240,6 +240,11 @@ pub struct CoordinatorConfig {
     /// Address of the plain-HTTP `/healthz`, `/readyz` and `/metrics` listener; empty to disable.
     #[serde(default = "default_metrics_listen")]
     pub metrics_listen: String,
+    /// Address of the plain-HTTP status page (clusters, locations, backups); empty (the default) disables it.
+    /// Only a loopback address is accepted: the page shows tenant namespaces and backup names without any
+    /// authentication of its own, so it is reached through `kubectl port-forward` (gated by RBAC).
+    #[serde(default)]
+    pub status_page_listen: String,
     /// PEM files: the CA that issued agent and operator certificates, and the coordinator's own certificate.
     pub tls: Option<TlsConfig>,
     /// The SPIFFE trust domain of agent and operator identities (docs/security.md).
@@ -290,6 +295,7 @@ impl Default for CoordinatorConfig {
         Self {
             listen: default_listen(),
             metrics_listen: default_metrics_listen(),
+            status_page_listen: String::new(),
             tls: None,
             trust_domain: default_trust_domain(),
             heartbeat_interval: default_heartbeat(),

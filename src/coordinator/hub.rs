@@ -434,6 +434,40 @@ impl Hub {
         describe::describe_backup(backup, &catalogs, &records)
     }
 
+    /// Every backup described as [`Hub::describe_backup`] does, for the status page: at most `limit`, those
+    /// some DesiredSet still has items for (work left, refused, in conflict) first, then the converged ones by
+    /// name. Returns them and how many backups there are in all. Done under the lock, the records gathered
+    /// once; each description scans every cluster's objects, hence the limit.
+    pub fn describe_backups(&self, now: SystemTime, limit: usize) -> (Vec<DescribeBackupResponse>, usize) {
+        let state = self.lock();
+        let (catalogs, _) = catalogs(&state.locations);
+        let planned: BTreeSet<&str> = state
+            .clusters
+            .values()
+            .flat_map(|e| e.record.desired.items.iter().map(|i| i.backup.as_str()))
+            .filter(|b| !b.is_empty())
+            .collect();
+        let in_buckets: BTreeSet<&str> = catalogs.iter().flat_map(|c| c.backups.keys().map(String::as_str)).collect();
+        let total = planned.union(&in_buckets).count();
+        let names: Vec<&str> =
+            planned.iter().chain(in_buckets.iter().filter(|b| !planned.contains(*b))).copied().take(limit).collect();
+        let s = &self.settings;
+        let records: Vec<ClusterRecords<'_>> = state
+            .clusters
+            .values()
+            .map(|e| ClusterRecords {
+                cluster: &e.record.config.name,
+                state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
+                objects: e.record.objects.values().collect(),
+                desired: &e.record.desired,
+                results: &e.record.results,
+            })
+            .collect();
+        // A name was taken from a catalog or a set, so each is known; `ok()` only skips what cannot happen.
+        let described = names.iter().filter_map(|n| describe::describe_backup(n, &catalogs, &records).ok()).collect();
+        (described, total)
+    }
+
     /// Liveness of one cluster (for tests and logs).
     pub fn liveness(&self, cluster: &str, now: SystemTime) -> Option<Liveness> {
         let state = self.lock();
@@ -599,6 +633,69 @@ mod tests {
         hub.delta("b", b, now, checked, &[]).expect("delta");
         assert!(collision(&hub).collision.is_empty() && collision(&hub).writers.is_empty());
         assert_eq!(hub.take_dirty().clusters.len(), 2);
+    }
+
+    /// The status page's list: backups some set still plans come first, then the rest by name, cut at the limit
+    /// and counted in full.
+    #[test]
+    fn describe_backups_puts_planned_ones_first_and_counts_all() {
+        use crate::catalog::{CatalogBackup, Location, ObjectVersion, PodVolumeBackupFile, StoreKind};
+        use crate::grpc::convert::object_ref;
+        use crate::grpc::proto::{DesiredAction, DesiredItem};
+        let hub = {
+            let location = LocationState {
+                name: "shared".into(),
+                source_cluster: "a".into(),
+                catalog: None,
+                error: None,
+                last_refresh: None,
+            };
+            let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
+            let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
+            let cluster = ClusterState { name: "b".into(), velero_namespace: "velero".into(), ..Default::default() };
+            Hub::new(Settings::default(), mappings, vec![cluster], vec![location])
+        };
+        let mut catalog = LocationCatalog::empty(Location {
+            name: "shared".into(),
+            kind: StoreKind::S3,
+            bucket: "velero-backups".into(),
+            prefix: "velero".into(),
+            source_cluster: "a".into(),
+        });
+        for name in ["a-converged", "m-converged", "z-planned"] {
+            let json = crate::fixture::admin_backup_json(name, crate::model::BackupPhase::Completed, "default");
+            let backup = crate::model::Object::from_value(json).expect("backup");
+            let entry = CatalogBackup {
+                name: name.into(),
+                backup,
+                pod_volume_backups: PodVolumeBackupFile::default(),
+                metadata_version: ObjectVersion::new(Some("e"), 1, 0),
+                pod_volume_backups_version: None,
+                pod_volume_backups_error: None,
+                has_resource_list: false,
+            };
+            catalog.backups.insert(name.into(), Arc::new(entry));
+        }
+        let now = SystemTime::UNIX_EPOCH;
+        hub.set_catalog(0, Ok(catalog), now);
+        let item = DesiredItem {
+            action: DesiredAction::Refuse as i32,
+            r#ref: Some(object_ref("Backup", "velero", "z-planned")),
+            backup: "z-planned".into(),
+            reason: "why not".into(),
+            ..Default::default()
+        };
+        hub.publish("b", DesiredSet { version: "v".into(), items: vec![item], ..Default::default() }, 0);
+
+        let names = |limit| {
+            let (described, total) = hub.describe_backups(now, limit);
+            (described.into_iter().map(|d| d.name).collect::<Vec<_>>(), total)
+        };
+        assert_eq!(names(10), (vec!["z-planned".into(), "a-converged".into(), "m-converged".into()], 3));
+        assert_eq!(names(1), (vec!["z-planned".to_string()], 3), "the planned one survives the cut");
+        let (described, _) = hub.describe_backups(now, 1);
+        let planned = &described[0].clusters[0].planned[0];
+        assert_eq!((described[0].clusters[0].cluster.as_str(), planned.reason.as_str()), ("b", "why not"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod legacy_volumes;
 pub mod metrics;
 pub mod settings;
 pub mod status;
+pub mod status_page;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -120,6 +121,17 @@ impl RunningCoordinator {
         self.tasks.push(tokio::spawn(async move {
             if let Err(e) = http::serve(hub, listener, stop).await {
                 tracing::error!(error = %e, "metrics/health endpoint failed");
+            }
+        }));
+    }
+
+    /// Also serves the web status page on `listener` (plain HTTP), until shutdown. The caller checks that it
+    /// is a loopback address ([`status_page::check_listen_address`]): the page has no authentication.
+    pub fn serve_status_page(&mut self, listener: TcpListener) {
+        let (hub, stop) = (self.hub.clone(), self.shutdown.subscribe());
+        self.tasks.push(tokio::spawn(async move {
+            if let Err(e) = status_page::serve(hub, listener, stop).await {
+                tracing::error!(error = %e, "status page failed");
             }
         }));
     }

@@ -208,6 +208,10 @@ pub struct Ferry {
     pub agents: HashMap<String, Child>,
     /// Each agent's `/healthz`, `/readyz`, `/metrics` address.
     pub agent_metrics: HashMap<String, String>,
+    /// The coordinator's web status page (`http://127.0.0.1:PORT/`), when started with one.
+    pub status_page: Option<String>,
+    /// `--status-page-listen` for the coordinator; none: no status page.
+    pub status_page_listen: Option<String>,
 }
 
 impl Ferry {
@@ -219,6 +223,14 @@ impl Ferry {
     /// As [`Ferry::start`], with `extra` (top-level YAML keys) appended to the config.
     pub fn start_with(bed: &TestBed, mappings: &str, extra: &str) -> Self {
         let mut ferry = Self::prepare_with(bed, mappings, extra);
+        ferry.start_coordinator(bed, None);
+        ferry
+    }
+
+    /// As [`Ferry::start`], the coordinator also serving its web status page on a free loopback port.
+    pub fn start_with_status_page(bed: &TestBed, mappings: &str) -> Self {
+        let mut ferry = Self::prepare_with(bed, mappings, "");
+        ferry.status_page_listen = Some("127.0.0.1:0".into());
         ferry.start_coordinator(bed, None);
         ferry
     }
@@ -271,7 +283,15 @@ coordinator:
             kube_b = bed.admin_kubeconfig("b").display(),
         );
         std::fs::write(dir.path().join("ferry.yaml"), config).expect("config");
-        Ferry { dir, coordinator: None, addr: String::new(), agents: HashMap::new(), agent_metrics: HashMap::new() }
+        Ferry {
+            dir,
+            coordinator: None,
+            addr: String::new(),
+            agents: HashMap::new(),
+            agent_metrics: HashMap::new(),
+            status_page: None,
+            status_page_listen: None,
+        }
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -293,14 +313,22 @@ coordinator:
     /// Starts the coordinator (on `addr` when restarting, so agents find it again).
     pub fn start_coordinator(&mut self, bed: &TestBed, addr: Option<&str>) {
         let listen = addr.unwrap_or("127.0.0.1:0");
-        let (child, addr, _) = self.spawn_coordinator(bed, listen, &["--metrics-listen", ""], "coordinator");
+        let page = self.status_page_listen.clone().unwrap_or_default();
+        let args = ["--metrics-listen", "", "--status-page-listen", &page];
+        let (child, addr, _) = self.spawn_coordinator(bed, listen, &args, "coordinator");
         self.addr = addr;
         self.coordinator = Some(child);
     }
 
     /// A coordinator process with `args` added, logging to `<log>.log`: it, its gRPC address and its metrics
-    /// address (when `args` gave it one).
-    pub fn spawn_coordinator(&self, bed: &TestBed, listen: &str, args: &[&str], log: &str) -> (Child, String, String) {
+    /// address (when `args` gave it one). A status page it serves is recorded in `status_page`.
+    pub fn spawn_coordinator(
+        &mut self,
+        bed: &TestBed,
+        listen: &str,
+        args: &[&str],
+        log: &str,
+    ) -> (Child, String, String) {
         let mut child = Command::new(FERRY)
             .args(["coordinator", "--config"])
             .arg(self.config_path())
@@ -324,10 +352,17 @@ coordinator:
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("coordinator said {line:?}: {}", self.log_text(log)))
             .to_string();
-        let metrics = match args.contains(&"--metrics-listen") && !args.contains(&"") {
-            true => read().strip_prefix("metrics on ").unwrap_or_default().to_string(),
-            false => String::new(),
+        let value_of = |flag: &str| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1));
+        let metrics = match value_of("--metrics-listen") {
+            Some(value) if !value.is_empty() => read().strip_prefix("metrics on ").unwrap_or_default().to_string(),
+            _ => String::new(),
         };
+        if let Some(page) = value_of("--status-page-listen").filter(|v| !v.is_empty()) {
+            let line = read();
+            let url = line.strip_prefix("status page on ");
+            let url = url.unwrap_or_else(|| panic!("coordinator said {line:?} for its status page on {page}"));
+            self.status_page = Some(url.to_string());
+        }
         (child, addr, metrics)
     }
 
