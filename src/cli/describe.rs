@@ -48,6 +48,7 @@ pub struct DescribeBackupArgs {
     pub now: Option<SystemTime>,
     #[command(flatten)]
     pub connection: CoordinatorConnection,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
 }

@@ -30,6 +30,7 @@ pub struct PlanArgs {
     /// The ferry config file (YAML).
     #[arg(long, short = 'c', env = "FERRY_CONFIG")]
     pub config: PathBuf,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
     /// Plan as if it were this time (RFC 3339), for expiration checks; default now.

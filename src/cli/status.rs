@@ -21,6 +21,7 @@ pub struct StatusArgs {
     /// Only this cluster, with per-backup detail.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
 }
