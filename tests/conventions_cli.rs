@@ -55,3 +55,105 @@ fn graph_yaml_has_the_same_fields_as_json() {
     assert_eq!(yaml, json);
     assert!(json["objects"].as_array().is_some_and(|o| !o.is_empty()));
 }
+
+/// A stand-in Kubernetes API server (plain HTTP) that knows one ferry-made tenant Backup in `openshift-adp` and
+/// the namespace `team-a-dr`, answers everything else 404, and records every request's method and path.
+fn fake_kube_api() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            // The headers; a body (a POST) is not needed to answer.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let mut parts = request_line.split_whitespace();
+            let (method, path) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+            log.lock().expect("lock").push(format!("{method} {path}"));
+            let path = path.split('?').next().unwrap_or_default();
+            let body = match (method, path) {
+                ("GET", "/apis/velero.io/v1/namespaces/openshift-adp/backups/team-a-nightly") => {
+                    Some(serde_json::json!({
+                    "apiVersion": "velero.io/v1", "kind": "Backup",
+                    "metadata": {"name": "team-a-nightly", "namespace": "openshift-adp",
+                        "labels": {"ferry.dev/managed-by": "ferry"},
+                        "annotations": {"ferry.dev/source-cluster": "cluster-a"}},
+                    "spec": {"includedNamespaces": ["team-a"]}}))
+                }
+                ("GET", "/api/v1/namespaces/team-a-dr") => Some(serde_json::json!({
+                    "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a-dr"}})),
+                _ => None,
+            };
+            let (status, body) = match body {
+                Some(body) => ("200 OK", body.to_string()),
+                None => (
+                    "404 Not Found",
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
+                        .to_string(),
+                ),
+            };
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+/// A kubeconfig whose current context points nowhere and whose context `fake` points at `server`.
+fn kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: dead\n\
+         clusters:\n- name: dead\n  cluster: {{server: 'http://127.0.0.1:9'}}\n- name: fake\n  cluster: {{server: '{server}'}}\n\
+         users:\n- name: admin\n  user: {{token: t}}\n\
+         contexts:\n- name: dead\n  context: {{cluster: dead, user: admin}}\n- name: fake\n  context: {{cluster: fake, user: admin}}\n"
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+#[test]
+fn restore_dry_run_prints_the_restore_from_the_chosen_context_and_creates_nothing() {
+    let (server, seen) = fake_kube_api();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = kubeconfig(dir.path(), &server);
+    let kubeconfig = kubeconfig.to_str().expect("UTF-8 path");
+    let restore = |extra: &[&str]| {
+        let args = ["restore", "team-a-nightly", "--cluster", "cluster-b", "--config", "examples/ferry.yaml"];
+        ferry(&[&args[..], &["--kubeconfig", kubeconfig, "--name", "r1"], extra].concat())
+    };
+
+    let json: Value =
+        serde_json::from_str(&stdout(&restore(&["--context", "fake", "--dry-run", "-o", "json"]))).expect("JSON");
+    assert_eq!(json["kind"], "Restore");
+    assert_eq!(json["metadata"]["name"], "r1");
+    assert_eq!(json["metadata"]["namespace"], "openshift-adp");
+    assert_eq!(json["spec"]["namespaceMapping"]["team-a"], "team-a-dr");
+    let yaml: Value =
+        serde_saphyr::from_str(&stdout(&restore(&["--context", "fake", "--dry-run", "-o", "yaml"]))).expect("YAML");
+    assert_eq!(yaml, json);
+    let requests = seen.lock().expect("lock").clone();
+    assert!(requests.iter().any(|r| r.starts_with("GET /apis/velero.io/v1/namespaces/openshift-adp/backups/")));
+    assert!(requests.iter().all(|r| r.starts_with("GET ")), "a dry run only reads: {requests:?}");
+
+    // The current context (nowhere) when none is named; an unknown context is named in the error.
+    assert!(!restore(&["--dry-run"]).status.success(), "the current context points nowhere");
+    let unknown = restore(&["--context", "nope", "--dry-run"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nope"), "{}", String::from_utf8_lossy(&unknown.stderr));
+    // -o means nothing without --dry-run: a usage error.
+    assert_eq!(restore(&["-o", "json"]).status.code(), Some(2));
+}
