@@ -1,6 +1,8 @@
 //! `ferry status`: what a running coordinator knows — clusters (liveness, inventory, desired/applied/failed/
 //! refused counts), locations (health, bad objects) and, with `--cluster`, every item of every backup.
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use clap::Args;
 use serde::Serialize;
 
@@ -54,6 +56,8 @@ pub struct ClusterView {
     /// `connected`, `stale` or `disconnected`.
     pub state: &'static str,
     pub seconds_since_heartbeat: Option<i64>,
+    /// When the last heartbeat arrived (RFC 3339, UTC; computed from the age the coordinator reports).
+    pub last_heartbeat: Option<String>,
     pub software_version: String,
     pub inventory: u64,
     pub inventory_by_kind: std::collections::BTreeMap<String, u64>,
@@ -130,6 +134,8 @@ pub struct LocationView {
     pub healthy: bool,
     pub message: String,
     pub last_refresh_unix: i64,
+    /// `lastRefreshUnix` as RFC 3339 (UTC); absent before the first refresh.
+    pub last_refresh: Option<String>,
     pub backups: u64,
     /// Directories without `velero-backup.json` (half-written, or not Velero's).
     pub foreign_folders: u64,
@@ -169,6 +175,10 @@ impl From<ClusterStatus> for ClusterView {
             cluster: c.cluster,
             state,
             seconds_since_heartbeat: (c.seconds_since_heartbeat >= 0).then_some(c.seconds_since_heartbeat),
+            last_heartbeat: (c.seconds_since_heartbeat >= 0)
+                .then(|| SystemTime::now().checked_sub(Duration::from_secs(c.seconds_since_heartbeat.unsigned_abs())))
+                .flatten()
+                .map(rfc3339),
             software_version: c.software_version,
             inventory: c.inventory_items,
             inventory_by_kind: c.inventory_by_kind.into_iter().map(|k| (k.kind, k.count)).collect(),
@@ -217,6 +227,10 @@ impl From<LocationStatus> for LocationView {
             healthy: l.healthy,
             message: l.message,
             last_refresh_unix: l.last_refresh_unix,
+            last_refresh: (l.last_refresh_unix > 0)
+                .then(|| UNIX_EPOCH.checked_add(Duration::from_secs(l.last_refresh_unix.unsigned_abs())))
+                .flatten()
+                .map(rfc3339),
             backups: l.backups,
             foreign_folders: l.foreign_folders,
             errors: l.errors.into_iter().map(|e| LocationErrorView { object: e.object, error: e.error }).collect(),
@@ -224,6 +238,11 @@ impl From<LocationStatus> for LocationView {
             writers: l.writers,
         }
     }
+}
+
+/// Machine-readable times in JSON/YAML: RFC 3339 in UTC, whole seconds (what the coordinator reports).
+pub fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
 }
 
 fn action_name(action: i32) -> &'static str {
@@ -331,4 +350,26 @@ pub fn render(view: &StatusView) -> String {
         out.push_str(&errors.render("  "));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_times_are_rfc3339_and_absent_before_the_first() {
+        let read = LocationView::from(LocationStatus { last_refresh_unix: 1_700_000_000, ..Default::default() });
+        assert_eq!(read.last_refresh.as_deref(), Some("2023-11-14T22:13:20Z"));
+        let never = LocationView::from(LocationStatus::default());
+        assert_eq!(never.last_refresh, None);
+
+        let cluster = ClusterView::from(ClusterStatus { seconds_since_heartbeat: 5, ..Default::default() });
+        let heartbeat = cluster.last_heartbeat.clone().expect("a heartbeat time");
+        let parsed = humantime::parse_rfc3339(&heartbeat).expect("RFC 3339");
+        let age = SystemTime::now().duration_since(parsed).expect("in the past");
+        assert!((4..=7).contains(&age.as_secs()), "{heartbeat} is {age:?} ago");
+        let json = serde_json::to_value(&cluster).expect("json");
+        assert_eq!(json["lastHeartbeat"], heartbeat.as_str());
+        assert_eq!(ClusterView::from(ClusterStatus { seconds_since_heartbeat: -1, ..Default::default() }).last_heartbeat, None);
+    }
 }
