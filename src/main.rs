@@ -38,7 +38,7 @@ async fn run() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::from(1)
+            std::process::ExitCode::from(cli::exit::kind_of(&e).code())
         }
     }
 }

@@ -149,11 +149,71 @@ fn restore_dry_run_prints_the_restore_from_the_chosen_context_and_creates_nothin
     assert!(requests.iter().any(|r| r.starts_with("GET /apis/velero.io/v1/namespaces/openshift-adp/backups/")));
     assert!(requests.iter().all(|r| r.starts_with("GET ")), "a dry run only reads: {requests:?}");
 
-    // The current context (nowhere) when none is named; an unknown context is named in the error.
-    assert!(!restore(&["--dry-run"]).status.success(), "the current context points nowhere");
+    // The current context (nowhere) when none is named: the cluster is unreachable (exit 3); an unknown
+    // context is named in the error.
+    let unreachable = restore(&["--dry-run"]);
+    assert_eq!(unreachable.status.code(), Some(3), "{}", String::from_utf8_lossy(&unreachable.stderr));
     let unknown = restore(&["--context", "nope", "--dry-run"]);
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("nope"), "{}", String::from_utf8_lossy(&unknown.stderr));
     // -o means nothing without --dry-run: a usage error.
     assert_eq!(restore(&["-o", "json"]).status.code(), Some(2));
+}
+
+fn code(out: &std::process::Output) -> Option<i32> {
+    out.status.code()
+}
+
+#[test]
+fn exit_codes_tell_usage_from_unreachable() {
+    // Usage (clap's own), and a config file that does not load: 2.
+    assert_eq!(code(&ferry(&["status", "--no-such-flag"])), Some(2));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("client.yaml");
+    std::fs::write(&bad, "contexts: [this is: not, a: list of contexts\n").expect("write");
+    let out = ferry(&["status", "--client-config", bad.to_str().expect("UTF-8")]);
+    assert_eq!(code(&out), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("client config"));
+    let out = ferry(&["graph", "x", "--config", bad.to_str().expect("UTF-8")]);
+    assert_eq!(code(&out), Some(2), "a bad ferry config: {}", String::from_utf8_lossy(&out.stderr));
+    // A coordinator nobody listens on: 3.
+    let out = ferry(&["status", "--coordinator", "http://127.0.0.1:9", "--insecure-dev"]);
+    assert_eq!(code(&out), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the coordinator at http://127.0.0.1:9"));
+    // Any other failure: 1.
+    assert_eq!(code(&ferry(&["graph", "no-such-backup", "--config", "examples/ferry.yaml"])), Some(1));
+}
+
+#[test]
+fn client_config_contexts_choose_the_coordinator_and_flags_override_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("client.yaml");
+    std::fs::write(
+        &file,
+        "current-context: broken\ncontexts:\n  - {name: broken, coordinator: 'not a uri'}\n  - {name: down, coordinator: \
+         'http://127.0.0.1:9'}\n",
+    )
+    .expect("write");
+    let file = file.to_str().expect("UTF-8");
+    let status = |extra: &[&str]| ferry(&[&["status", "--insecure-dev", "--client-config", file][..], extra].concat());
+
+    let current = status(&[]);
+    assert_eq!(code(&current), Some(2), "the current context's address is invalid");
+    assert!(
+        String::from_utf8_lossy(&current.stderr).contains("not a uri"),
+        "{}",
+        String::from_utf8_lossy(&current.stderr)
+    );
+    let chosen = status(&["--client-context", "down"]);
+    assert_eq!(code(&chosen), Some(3));
+    assert!(String::from_utf8_lossy(&chosen.stderr).contains("http://127.0.0.1:9"));
+    // The flag wins over the context.
+    let flag = status(&["--coordinator", "http://127.0.0.1:1"]);
+    assert_eq!(code(&flag), Some(3));
+    assert!(String::from_utf8_lossy(&flag.stderr).contains("http://127.0.0.1:1"));
+    let unknown = status(&["--client-context", "nope"]);
+    assert_eq!(code(&unknown), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("\"nope\""));
+    // Without TLS flags or a context's files, mTLS cannot start: a configuration error.
+    assert_eq!(code(&ferry(&["status", "--client-config", file, "--client-context", "down"])), Some(2));
 }

@@ -60,10 +60,7 @@ pub async fn run(command: DescribeCommand) -> anyhow::Result<()> {
         None => {
             let mut client = args.connection.connect().await?;
             let request = DescribeBackupRequest { name: args.name.clone() };
-            let response = client
-                .describe_backup(request)
-                .await
-                .map_err(|s| anyhow::anyhow!("{:?}: {}", s.code(), s.message()))?;
+            let response = client.describe_backup(request).await.map_err(super::exit::rpc_error)?;
             response.into_inner()
         }
     };

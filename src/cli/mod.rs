@@ -3,9 +3,11 @@
 pub mod agent;
 pub mod backup_objects;
 pub mod certs;
+pub mod client_config;
 pub mod completion;
 pub mod coordinator;
 pub mod describe;
+pub mod exit;
 pub mod fixture;
 pub mod graph;
 pub mod inventory_files;

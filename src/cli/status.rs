@@ -31,7 +31,7 @@ pub struct StatusArgs {
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let mut client = args.connection.connect().await?;
     let request = GetStatusRequest { cluster: args.cluster.clone().unwrap_or_default() };
-    let response = client.get_status(request).await.map_err(|s| anyhow::anyhow!("{:?}: {}", s.code(), s.message()))?;
+    let response = client.get_status(request).await.map_err(super::exit::rpc_error)?;
     let view = StatusView::from(response.into_inner());
     let text = match structured(&view, args.output)? {
         Some(text) => text,
@@ -370,6 +370,9 @@ mod tests {
         assert!((4..=7).contains(&age.as_secs()), "{heartbeat} is {age:?} ago");
         let json = serde_json::to_value(&cluster).expect("json");
         assert_eq!(json["lastHeartbeat"], heartbeat.as_str());
-        assert_eq!(ClusterView::from(ClusterStatus { seconds_since_heartbeat: -1, ..Default::default() }).last_heartbeat, None);
+        assert_eq!(
+            ClusterView::from(ClusterStatus { seconds_since_heartbeat: -1, ..Default::default() }).last_heartbeat,
+            None
+        );
     }
 }
