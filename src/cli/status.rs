@@ -1,6 +1,7 @@
 //! `ferry status`: what a running coordinator knows — clusters (liveness, inventory, desired/applied/failed/
 //! refused counts), locations (health, bad objects) and, with `--cluster`, every item of every backup.
 
+use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
@@ -26,25 +27,67 @@ pub struct StatusArgs {
     /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
+    /// Ask again and re-render every --interval, until interrupted. On a terminal the screen is redrawn;
+    /// otherwise each rendering follows the last after a blank line.
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+    /// With --watch: how often to ask.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, requires = "watch")]
+    pub interval: Duration,
 }
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let mut client = args.connection.connect().await?;
     let request = GetStatusRequest { cluster: args.cluster.clone().unwrap_or_default() };
-    let response = client.get_status(request).await.map_err(super::exit::rpc_error)?;
-    let view = StatusView::from(response.into_inner());
-    let text = match structured(&view, args.output)? {
+    if !args.watch {
+        let response = client.get_status(request).await.map_err(super::exit::rpc_error)?;
+        print!("{}", rendering(response.into_inner(), args.output)?);
+        return Ok(());
+    }
+    let terminal = std::io::stdout().is_terminal();
+    // A zero interval would spin the coordinator; a tenth of a second is the floor.
+    let interval = args.interval.max(Duration::from_millis(100));
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
+    loop {
+        ticks.tick().await;
+        // One failed ask does not end a watch (the coordinator may be restarting): say so and ask again.
+        let text = match client.get_status(request.clone()).await {
+            Ok(response) => rendering(response.into_inner(), args.output)?,
+            Err(status) => {
+                eprintln!("error: {:#}", super::exit::rpc_error(status));
+                continue;
+            }
+        };
+        let mut stdout = std::io::stdout().lock();
+        if terminal {
+            // Clear the screen and home the cursor, then a timestamp, as watch(1) does.
+            write!(stdout, "\x1b[2J\x1b[H{}\n\n", rfc3339(SystemTime::now()))?;
+        } else if !first {
+            writeln!(stdout)?;
+        }
+        write!(stdout, "{text}")?;
+        stdout.flush()?;
+        first = false;
+    }
+}
+
+/// One answer as the chosen output shows it.
+fn rendering(response: GetStatusResponse, output: OutputFormat) -> anyhow::Result<String> {
+    let view = StatusView::from(response);
+    Ok(match structured(&view, output)? {
         Some(text) => text,
         None => render(&view),
-    };
-    print!("{text}");
-    Ok(())
+    })
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusView {
     pub caller: String,
+    /// The coordinator's software version; absent from a coordinator too old to say.
+    pub coordinator_version: Option<String>,
     pub clusters: Vec<ClusterView>,
     pub locations: Vec<LocationView>,
 }
@@ -158,6 +201,7 @@ impl From<GetStatusResponse> for StatusView {
     fn from(r: GetStatusResponse) -> Self {
         Self {
             caller: r.caller,
+            coordinator_version: Some(r.coordinator_version).filter(|v| !v.is_empty()),
             clusters: r.clusters.into_iter().map(ClusterView::from).collect(),
             locations: r.locations.into_iter().map(LocationView::from).collect(),
         }
@@ -349,6 +393,13 @@ pub fn render(view: &StatusView) -> String {
         }
         out.push_str(&errors.render("  "));
     }
+    // Last, so the first line stays the clusters' header (scripts read it): which build answered, and whom
+    // it saw calling.
+    out.push_str(&format!(
+        "\nCOORDINATOR {} (caller {})\n",
+        view.coordinator_version.as_deref().unwrap_or("version unknown"),
+        if view.caller.is_empty() { "-" } else { &view.caller }
+    ));
     out
 }
 
