@@ -217,3 +217,31 @@ fn client_config_contexts_choose_the_coordinator_and_flags_override_them() {
     // Without TLS flags or a context's files, mTLS cannot start: a configuration error.
     assert_eq!(code(&ferry(&["status", "--client-config", file, "--client-context", "down"])), Some(2));
 }
+
+#[test]
+fn a_bad_log_filter_is_warned_about_and_rust_log_comes_first() {
+    let run = |vars: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"));
+        // `plan` logs each location it reads at info.
+        command.args(["plan", "--config", "examples/ferry.yaml", "-o", "json"]);
+        command.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("RUST_LOG").env_remove("FERRY_LOG");
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        let out = command.output().expect("run ferry");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = run(&[("RUST_LOG", "garbage===")]);
+    assert!(stderr.contains("warning: ignoring RUST_LOG=\"garbage===\""), "{stderr}");
+    assert!(stderr.contains(" INFO "), "the default level after the warning: {stderr}");
+    let stderr = run(&[("FERRY_LOG", "garbage===")]);
+    assert!(stderr.contains("warning: ignoring FERRY_LOG="), "{stderr}");
+    // RUST_LOG wins: a good one there hides the bad FERRY_LOG (and turns logging off).
+    let stderr = run(&[("RUST_LOG", "off"), ("FERRY_LOG", "garbage===")]);
+    assert!(stderr.is_empty(), "{stderr}");
+    let stderr = run(&[("RUST_LOG", "warn"), ("FERRY_LOG", "info")]);
+    assert!(!stderr.contains(" INFO "), "{stderr}");
+    assert!(!run(&[("FERRY_LOG", "warn")]).contains(" INFO "), "FERRY_LOG still works alone");
+    assert!(run(&[]).contains(" INFO "), "info by default");
+}
