@@ -245,3 +245,21 @@ fn a_bad_log_filter_is_warned_about_and_rust_log_comes_first() {
     assert!(!run(&[("FERRY_LOG", "warn")]).contains(" INFO "), "FERRY_LOG still works alone");
     assert!(run(&[]).contains(" INFO "), "info by default");
 }
+
+#[test]
+fn a_cold_load_logs_its_progress_when_stderr_is_not_a_terminal() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["plan", "--config", "examples/ferry.yaml", "-o", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("RUST_LOG")
+        .env("FERRY_LOG", "info")
+        .output()
+        .expect("run ferry");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Plain lines, no bar (no carriage returns or cursor movement).
+    let line = stderr.lines().find(|l| l.contains("location listed")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("location=\"shared\"") || line.contains("location=shared"), "{line}");
+    assert!(line.contains("to_fetch=") && line.contains("reused=0"), "{line}");
+    assert!(!stderr.contains('\r') && !stderr.contains('\x1b'), "{stderr}");
+}

@@ -15,6 +15,7 @@ pub mod operator_client;
 pub mod output;
 pub mod overlap;
 pub mod plan;
+pub mod progress;
 pub mod restore;
 pub mod status;
 pub mod table;

@@ -100,13 +100,17 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
 /// empty catalog). Shared by the offline commands (`ferry plan`, `ferry describe backup --config`).
 pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<LocationCatalog>> {
     let mut catalogs = Vec::new();
+    let progress: std::sync::Arc<dyn ferry::bucket::LoadProgress> =
+        std::sync::Arc::new(super::progress::CatalogProgress::for_stderr());
     for location in &config.config.locations {
         let store = bucket::open(&config.store_config(location))?;
         let domain = config.location(location, store.kind, &store.bucket);
         let started = Instant::now();
         tracing::info!(location = %location.name, url = %location.url, "reading location");
         let catalog = &config.config.catalog;
-        let loader = Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits());
+        let loader = Loader::new(store, domain, catalog.concurrency)
+            .with_limits(catalog.limits())
+            .with_progress(progress.clone());
         let catalog = loader.refresh(None).await?;
         tracing::info!(
             location = %location.name,
