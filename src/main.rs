@@ -27,7 +27,7 @@ async fn run() -> std::process::ExitCode {
     // attempt only fails if one is already there, which is fine.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = cli::Cli::parse();
-    let filter = EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = log_filter(|name| std::env::var(name).ok());
     let ansi = std::io::stderr().is_terminal();
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     match cli.log_format {
@@ -38,7 +38,29 @@ async fn run() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::from(1)
+            std::process::ExitCode::from(cli::exit::kind_of(&e).code())
+        }
+    }
+}
+
+/// The default log filter.
+const DEFAULT_LOG: &str = "info";
+
+/// The tracing filter: `RUST_LOG` when set (the Rust convention), else `FERRY_LOG`, else `info`. A filter that
+/// does not parse is not silently ignored: a warning on stderr says which and that the default is used.
+fn log_filter(var: impl Fn(&str) -> Option<String>) -> EnvFilter {
+    let chosen = ["RUST_LOG", "FERRY_LOG"]
+        .into_iter()
+        .find_map(|name| var(name).filter(|v| !v.trim().is_empty()).map(|value| (name, value)));
+    let Some((name, value)) = chosen else {
+        return EnvFilter::new(DEFAULT_LOG);
+    };
+    match EnvFilter::try_new(&value) {
+        Ok(filter) => filter,
+        Err(e) => {
+            // The subscriber is not installed yet: straight to stderr.
+            eprintln!("warning: ignoring {name}={value:?} ({e}); logging at the default level {DEFAULT_LOG:?}");
+            EnvFilter::new(DEFAULT_LOG)
         }
     }
 }

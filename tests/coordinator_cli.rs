@@ -117,12 +117,18 @@ async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm(
     assert_eq!(items, desired.items.len());
     assert!(json["locations"][0]["errors"].as_array().is_some_and(|e| !e.is_empty()), "bad objects reported");
 
+    assert_eq!(json["coordinatorVersion"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        table.lines().any(|l| l == format!("COORDINATOR {} (caller operator/admin)", env!("CARGO_PKG_VERSION"))),
+        "{table}"
+    );
+
     let yaml = status(&bed, &addr, &["-o", "yaml"]);
     assert!(String::from_utf8_lossy(&yaml.stdout).contains("caller: operator/admin"));
 
     // A wrong identity for the rpc: an agent certificate may not read status.
     let denied = status_as(&bed, &addr, "cluster-cluster-b", &[]);
-    assert!(!denied.status.success());
+    assert_eq!(denied.status.code(), Some(4), "refused: the documented exit code");
     assert!(String::from_utf8_lossy(&denied.stderr).contains("PermissionDenied"));
 
     // SIGTERM: streams end with a goodbye and the process exits promptly and cleanly.
@@ -271,4 +277,70 @@ async fn status_page_is_loopback_only_and_apart_from_metrics() {
     assert_eq!(http_get(&metrics, "/").0, 404, "the metrics port has no status page");
     assert_eq!(http_get(&page, "/metrics").0, 404, "the status page port has no metrics");
     let _ = child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_rerenders_with_the_client_config_file() {
+    let bed = Bed::new();
+    let pki = |name: &str| bed.pki(name).display().to_string();
+    let (ca, cert, key) = (pki("ca.pem"), pki("coordinator.pem"), pki("coordinator-key.pem"));
+    let tls = ["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key];
+    let (mut coordinator, addr, _metrics) = start_coordinator(&bed, &tls).await;
+
+    // Everything from the file's context: address, certificates, server name; the flag picks the context.
+    let client = bed.path().join("client.yaml");
+    let context = |name: &str, coordinator: &str| {
+        format!(
+            "  - name: {name}\n    coordinator: '{coordinator}'\n    ca: {}\n    cert: {}\n    key: {}\n    \
+             tls-server-name: localhost\n",
+            pki("ca.pem"),
+            pki("operator-admin.pem"),
+            pki("operator-admin-key.pem")
+        )
+    };
+    let text = format!(
+        "current-context: down\ncontexts:\n{}{}",
+        context("down", "https://127.0.0.1:9"),
+        context("up", &format!("https://{addr}"))
+    );
+    std::fs::write(&client, text).expect("write client config");
+    let once = std::process::Command::new(FERRY)
+        .args(["status", "-o", "json", "--client-context", "up"])
+        .env("FERRY_CLIENT_CONFIG", &client)
+        .output()
+        .expect("run");
+    assert!(once.status.success(), "{}", String::from_utf8_lossy(&once.stderr));
+    let json: Value = serde_json::from_slice(&once.stdout).expect("json");
+    assert_eq!(json["caller"], "operator/admin");
+
+    let mut watch = Command::new(FERRY)
+        .args(["status", "--watch", "--interval", "200ms", "--client-context", "up"])
+        .env("FERRY_CLIENT_CONFIG", &client)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn ferry status --watch");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.expect("read") {
+            seen.push(line);
+            if seen.iter().filter(|l| l.starts_with("CLUSTER")).count() >= 3 {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read).await.expect("three renderings in time");
+    watch.kill().await.expect("kill the watch");
+    // Not a terminal: no screen clearing, each rendering after a blank line.
+    assert!(seen.iter().all(|l| !l.contains('\x1b')), "{seen:?}");
+    let headers: Vec<usize> =
+        seen.iter().enumerate().filter(|(_, l)| l.starts_with("CLUSTER")).map(|(i, _)| i).collect();
+    assert_eq!(headers[0], 0, "{seen:?}");
+    for &i in &headers[1..] {
+        assert_eq!(seen[i - 1], "", "a blank line before each rendering: {seen:?}");
+        assert!(seen[i - 2].starts_with("COORDINATOR "), "the previous rendering ended: {seen:?}");
+    }
+    coordinator.kill().await.expect("kill");
 }

@@ -91,8 +91,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed_and_nothing_is_applied
     assert_eq!(code, 503, "a standby is not ready: {body}");
     assert!(body.contains("coordinator-1"), "the standby names the leader: {body}");
     assert_eq!(http_get(&two_metrics, "/healthz").0, 200, "a standby is alive");
-    eventually("the leader ready", WAIT, || async { (http_get(&one_metrics, "/readyz").0 == 200).then_some(()) })
-        .await;
+    eventually("the leader ready", WAIT, || async { (http_get(&one_metrics, "/readyz").0 == 200).then_some(()) }).await;
 
     // The agent is given the standby first: refused there, it settles on the leader.
     ferry.addr = format!("{two_addr},{one_addr}");
@@ -129,8 +128,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed_and_nothing_is_applied
     assert_eq!(made.iter().filter(|o| o.metadata.name.as_deref() == Some(first)).count(), 1);
     let second = "ha-after-failover";
     put_backup(&bed, second, &fixture::admin_backup_json(second, BackupPhase::Completed, "default"), &[]).await;
-    eventually("the second backup on b, through coordinator-2", WAIT, || async { uid_on(&b, second).await })
-        .await;
+    eventually("the second backup on b, through coordinator-2", WAIT, || async { uid_on(&b, second).await }).await;
 
     // --- 4. A clean stop releases the Lease at once ---------------------------------------------------------
     let mut two = two;

@@ -62,6 +62,16 @@ impl Default for CatalogLimits {
     }
 }
 
+/// What a refresh tells as it goes, for whoever shows progress (the CLI's progress bar or log lines on a long
+/// cold load). The library prints nothing itself; without a reporter nothing is reported.
+pub trait LoadProgress: Send + Sync + std::fmt::Debug {
+    /// The listing is done: `to_fetch` backups are to be downloaded, `reused` were kept from the previous
+    /// catalog without a request.
+    fn listed(&self, location: &str, to_fetch: usize, reused: usize);
+    /// One more backup was fetched (or failed to be): `done` of the `to_fetch` so far.
+    fn fetched(&self, location: &str, done: usize, to_fetch: usize);
+}
+
 /// Reads one location into a [`LocationCatalog`].
 #[derive(Debug, Clone)]
 pub struct Loader {
@@ -70,6 +80,7 @@ pub struct Loader {
     location: Location,
     concurrency: usize,
     limits: CatalogLimits,
+    progress: Option<Arc<dyn LoadProgress>>,
 }
 
 /// The outcome of fetching one backup.
@@ -90,7 +101,20 @@ enum Fetched {
 impl Loader {
     pub fn new(store: Store, location: Location, concurrency: usize) -> Self {
         let layout = Layout::new(&location.prefix);
-        Self { store, layout, location, concurrency: concurrency.max(1), limits: CatalogLimits::default() }
+        Self {
+            store,
+            layout,
+            location,
+            concurrency: concurrency.max(1),
+            limits: CatalogLimits::default(),
+            progress: None,
+        }
+    }
+
+    /// The same loader, telling `progress` how its refreshes go.
+    pub fn with_progress(mut self, progress: Arc<dyn LoadProgress>) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// The same loader with other limits.
@@ -183,6 +207,11 @@ impl Loader {
                 }
             }
         }
+        let to_fetch = fetches.len();
+        if let Some(progress) = &self.progress {
+            progress.listed(&self.location.name, to_fetch, catalog.backups.len());
+        }
+        let mut done = 0;
         let mut results = futures::stream::iter(fetches)
             .map(|(listed, metadata, pvbs, previous)| {
                 let this = self.clone();
@@ -210,6 +239,10 @@ impl Loader {
             .buffer_unordered(self.concurrency);
         // Results go into the catalog as they come: no second list of 100k results.
         while let Some((name, previous, fetched)) = results.next().await {
+            done += 1;
+            if let Some(progress) = &self.progress {
+                progress.fetched(&self.location.name, done, to_fetch);
+            }
             match fetched {
                 Fetched::Ok(entry) => {
                     // Re-allocated here, away from the fetch tasks' short-lived buffers: the catalog outlives

@@ -6,6 +6,6 @@ pub mod metered;
 pub mod resources;
 pub mod store;
 
-pub use load::{CatalogLimits, DEFAULT_CONCURRENCY, FetchError, LoadError, Loader};
+pub use load::{CatalogLimits, DEFAULT_CONCURRENCY, FetchError, LoadError, LoadProgress, Loader};
 pub use resources::{BackupResources, backup_resources};
 pub use store::{OpenError, S3Credentials, Store, StoreConfig, open};

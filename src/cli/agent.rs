@@ -27,6 +27,9 @@ pub struct AgentArgs {
     /// kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long, env = "FERRY_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, env = "FERRY_KUBE_CONTEXT")]
+    pub context: Option<String>,
     /// Where Velero runs on this cluster.
     #[arg(long, env = "FERRY_VELERO_NAMESPACE", default_value = "velero")]
     pub velero_namespace: String,
@@ -54,7 +57,7 @@ pub struct AgentArgs {
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    let kube = kube_client(args.kubeconfig.as_deref()).await?;
+    let kube = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let mut transport = match &args.insecure_dev {
         Some(identity) => {
             tracing::warn!(
@@ -103,15 +106,23 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A kube client from an explicit kubeconfig, or inferred (KUBECONFIG, ~/.kube/config, in-cluster).
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
+/// A kube client from an explicit kubeconfig, or inferred (KUBECONFIG, ~/.kube/config, in-cluster), with
+/// `context` instead of the kubeconfig's current-context when given.
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default()).await?
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer().await.context("no kubeconfig and not in a cluster")?,
+        // A context only exists in a kubeconfig: no in-cluster fallback, which would silently ignore it.
+        (None, Some(context)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .with_context(|| format!("kubeconfig context {context:?} (KUBECONFIG or ~/.kube/config)"))?,
+        (None, None) => kube::Config::infer().await.context("no kubeconfig and not in a cluster")?,
     };
     Ok(kube::Client::try_from(config)?)
 }

@@ -124,7 +124,7 @@ async fn election(args: &CoordinatorArgs, lease: &str) -> anyhow::Result<Electio
         Some(identity) => identity.clone(),
         None => hostname().context("no --leader-election-identity (POD_NAME) and no host name")?,
     };
-    let client = super::agent::kube_client(args.kubeconfig.as_deref()).await?;
+    let client = super::agent::kube_client(args.kubeconfig.as_deref(), None).await?;
     let namespace = args.leader_election_namespace.clone();
     tracing::info!(%lease, %namespace, %identity, "leader election on: standby until the lease is ours");
     Ok(Election {

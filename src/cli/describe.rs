@@ -48,6 +48,7 @@ pub struct DescribeBackupArgs {
     pub now: Option<SystemTime>,
     #[command(flatten)]
     pub connection: CoordinatorConnection,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
 }
@@ -59,10 +60,7 @@ pub async fn run(command: DescribeCommand) -> anyhow::Result<()> {
         None => {
             let mut client = args.connection.connect().await?;
             let request = DescribeBackupRequest { name: args.name.clone() };
-            let response = client
-                .describe_backup(request)
-                .await
-                .map_err(|s| anyhow::anyhow!("{:?}: {}", s.code(), s.message()))?;
+            let response = client.describe_backup(request).await.map_err(super::exit::rpc_error)?;
             response.into_inner()
         }
     };

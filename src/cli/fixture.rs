@@ -19,10 +19,13 @@ pub enum FixtureCommand {
 pub struct WriteArgs {
     /// A folder, or a URL (file://, s3://, gs://, az://).
     pub dest: String,
+    /// How many backups to write.
     #[arg(long, default_value_t = 10)]
     pub backups: usize,
+    /// The bucket prefix Velero's BSL uses.
     #[arg(long, default_value = "velero")]
     pub prefix: String,
+    /// The cluster the backups claim to come from.
     #[arg(long, default_value = "cluster-a")]
     pub source_cluster: String,
     /// Tenant namespaces that NAC backups are spread over.
@@ -31,6 +34,7 @@ pub struct WriteArgs {
     /// Every k-th backup is a NAC (tenant) backup; 0 for none.
     #[arg(long, default_value_t = 2)]
     pub nac_every: usize,
+    /// PodVolumeBackups per backup.
     #[arg(long, default_value_t = 2)]
     pub pvbs: usize,
     /// Also write one backup in each of Velero's 13 phases.
@@ -43,19 +47,25 @@ pub struct WriteArgs {
     /// Skip tarballs, logs and results (for large benchmark buckets).
     #[arg(long)]
     pub no_tarballs: bool,
+    /// Skip the per-backup resource lists.
     #[arg(long)]
     pub no_resource_lists: bool,
     /// Also write one backup of each kind of bad input (corrupt gzip, truncated metadata, …).
     #[arg(long)]
     pub bad_input: bool,
+    /// Seed for the generated names and contents (same seed, same bucket).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Object store endpoint (for MinIO and other S3-compatible stores).
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// Object store region.
     #[arg(long)]
     pub region: Option<String>,
+    /// Allow a plain-HTTP endpoint.
     #[arg(long)]
     pub allow_http: bool,
+    /// Objects written at once.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
 }

@@ -22,6 +22,8 @@ pub enum GraphFormat {
     #[default]
     Table,
     Json,
+    /// The same fields as `json`.
+    Yaml,
     /// Graphviz: `dot -Tsvg`.
     Dot,
 }
@@ -36,11 +38,12 @@ pub struct GraphArgs {
     /// Only look in this location (default: every location, in config order).
     #[arg(long)]
     pub location: Option<String>,
+    /// Output format: a human table, JSON/YAML for scripts, or Graphviz dot.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: GraphFormat,
 }
 
-/// `-o json`.
+/// `-o json|yaml`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphOutput {
@@ -125,6 +128,7 @@ pub async fn run(args: GraphArgs) -> anyhow::Result<()> {
     };
     let text = match args.output {
         GraphFormat::Json => serde_json::to_string_pretty(&output)? + "\n",
+        GraphFormat::Yaml => serde_saphyr::to_string(&output)?,
         GraphFormat::Dot => dot(&graph, &l, &output.backup),
         GraphFormat::Table => render(&output, &t),
     };

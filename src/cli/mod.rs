@@ -3,8 +3,11 @@
 pub mod agent;
 pub mod backup_objects;
 pub mod certs;
+pub mod client_config;
+pub mod completion;
 pub mod coordinator;
 pub mod describe;
+pub mod exit;
 pub mod fixture;
 pub mod graph;
 pub mod inventory_files;
@@ -12,6 +15,7 @@ pub mod operator_client;
 pub mod output;
 pub mod overlap;
 pub mod plan;
+pub mod progress;
 pub mod restore;
 pub mod status;
 pub mod table;
@@ -57,6 +61,10 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// Objects that two or more backups share, and whether running them in parallel is safe.
     Overlap(overlap::OverlapArgs),
+    /// A shell completion script (bash, zsh, fish, powershell, elvish) on stdout.
+    Completion(completion::CompletionArgs),
+    /// Man pages (roff): the top-level page on stdout, or one per command into --out.
+    Man(completion::ManArgs),
     /// Test fixtures (for tests, demos and benchmarks).
     #[command(hide = true, subcommand)]
     Fixture(fixture::FixtureCommand),
@@ -73,6 +81,50 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Describe(command) => describe::run(command).await,
         Command::Graph(args) => graph::run(args).await,
         Command::Overlap(args) => overlap::run(args).await,
+        Command::Completion(args) => completion::completion(args),
+        Command::Man(args) => completion::man(args),
         Command::Fixture(command) => fixture::run(command).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every argument and subcommand without help text, as `path: --flag`, walking the whole tree (hidden
+    /// commands included: the fixtures are run by hand too).
+    fn missing_help(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            // clap's own --help and --version come with their text.
+            if matches!(arg.get_id().as_str(), "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path}: {}", arg.get_id()));
+            }
+        }
+        for sub in command.get_subcommands() {
+            let sub_path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                missing.push(format!("{sub_path} (the command)"));
+            }
+            missing_help(sub, &sub_path, missing);
+        }
+    }
+
+    #[test]
+    fn every_flag_and_subcommand_has_help() {
+        let mut command = Cli::command();
+        command.build();
+        let mut missing = Vec::new();
+        missing_help(&command, "ferry", &mut missing);
+        assert!(missing.is_empty(), "without help text:\n{}", missing.join("\n"));
+    }
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

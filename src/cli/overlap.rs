@@ -21,11 +21,13 @@ pub struct OverlapArgs {
     /// Two or more backup names.
     #[arg(num_args = 2.., required = true)]
     pub backups: Vec<String>,
+    /// The ferry config file (YAML): locations, and `dependencies` (priorities, rules).
     #[arg(long, short = 'c', env = "FERRY_CONFIG")]
     pub config: PathBuf,
     /// Only look in this location (default: every location, in config order).
     #[arg(long)]
     pub location: Option<String>,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
 }

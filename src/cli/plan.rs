@@ -30,6 +30,7 @@ pub struct PlanArgs {
     /// The ferry config file (YAML).
     #[arg(long, short = 'c', env = "FERRY_CONFIG")]
     pub config: PathBuf,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
     /// Plan as if it were this time (RFC 3339), for expiration checks; default now.
@@ -99,13 +100,17 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
 /// empty catalog). Shared by the offline commands (`ferry plan`, `ferry describe backup --config`).
 pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<LocationCatalog>> {
     let mut catalogs = Vec::new();
+    let progress: std::sync::Arc<dyn ferry::bucket::LoadProgress> =
+        std::sync::Arc::new(super::progress::CatalogProgress::for_stderr());
     for location in &config.config.locations {
         let store = bucket::open(&config.store_config(location))?;
         let domain = config.location(location, store.kind, &store.bucket);
         let started = Instant::now();
         tracing::info!(location = %location.name, url = %location.url, "reading location");
         let catalog = &config.config.catalog;
-        let loader = Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits());
+        let loader = Loader::new(store, domain, catalog.concurrency)
+            .with_limits(catalog.limits())
+            .with_progress(progress.clone());
         let catalog = loader.refresh(None).await?;
         tracing::info!(
             location = %location.name,

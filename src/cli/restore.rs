@@ -5,13 +5,21 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::Value;
 
 use ferry::agent::kube_api::{FIELD_MANAGER, api_resource};
 use ferry::config::LoadedConfig;
 use ferry::restore::{RestorePlan, is_terminal_phase, plan_restore};
 use kube::api::{Api, DynamicObject, PostParams};
+
+/// `--dry-run -o`: a Kubernetes object has no table form.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ObjectFormat {
+    #[default]
+    Yaml,
+    Json,
+}
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
@@ -20,11 +28,15 @@ pub struct RestoreArgs {
     /// The target cluster (as named in the config).
     #[arg(long)]
     pub cluster: String,
+    /// The ferry config file (YAML): clusters (Velero namespace, kubeconfig) and namespace mappings.
     #[arg(long, short = 'c', env = "FERRY_CONFIG")]
     pub config: PathBuf,
     /// Admin kubeconfig of the target cluster (default: clusters[].kubeconfig in the config, then KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long)]
+    pub context: Option<String>,
     /// Name of the Restore (default: <backup>-ferry-<unix time>).
     #[arg(long)]
     pub name: Option<String>,
@@ -36,6 +48,13 @@ pub struct RestoreArgs {
     /// quotas, network policies or RBAC.
     #[arg(long)]
     pub create_namespace: bool,
+    /// Read and check everything, then print the Restore that would be created (-o yaml|json) instead of
+    /// creating it.
+    #[arg(long, conflicts_with = "wait")]
+    pub dry_run: bool,
+    /// With --dry-run: how the Restore is printed.
+    #[arg(long, short = 'o', value_enum, default_value_t, requires = "dry_run")]
+    pub output: ObjectFormat,
     /// With --wait: give up after this long.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -50,7 +69,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
         .find(|c| c.name == args.cluster)
         .with_context(|| format!("cluster {:?} is not in the config", args.cluster))?;
     let kubeconfig = args.kubeconfig.clone().or_else(|| cluster.kubeconfig.as_ref().map(|p| config.resolve_path(p)));
-    let client = super::agent::kube_client(kubeconfig.as_deref()).await?;
+    let client = super::agent::kube_client(kubeconfig.as_deref(), args.context.as_deref()).await?;
     let backups: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &cluster.velero_namespace, &api_resource("velero.io", "v1", "Backup"));
     let backup = backups
@@ -62,11 +81,17 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
     let name = args.name.clone().unwrap_or_else(|| format!("{}-ferry-{now}", args.backup));
     let (restore, from, to) = match plan_restore(&backup, &args.cluster, &config.mappings, &name)? {
         RestorePlan::Identity { namespace } => {
-            println!(
+            let message = format!(
                 "Backup {} is not mapped on {} (namespace {namespace} on both clusters): a NonAdminRestore in {namespace} \
                  restores it as usual; no Restore created.",
                 args.backup, args.cluster
             );
+            // A dry run's stdout is an object for a parser: the explanation goes to stderr there.
+            if args.dry_run {
+                eprintln!("{message}");
+            } else {
+                println!("{message}");
+            }
             return Ok(());
         }
         RestorePlan::Create { restore, from, to } => (restore, from, to),
@@ -80,6 +105,14 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
              pass --create-namespace to let Velero's restore create it; no Restore created",
             args.cluster
         );
+    }
+    if args.dry_run {
+        let text = match args.output {
+            ObjectFormat::Json => serde_json::to_string_pretty(&restore)? + "\n",
+            ObjectFormat::Yaml => serde_saphyr::to_string(&restore)?,
+        };
+        print!("{text}");
+        return Ok(());
     }
     let restores: Api<DynamicObject> =
         Api::namespaced_with(client, &cluster.velero_namespace, &api_resource("velero.io", "v1", "Restore"));

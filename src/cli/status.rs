@@ -1,6 +1,9 @@
 //! `ferry status`: what a running coordinator knows — clusters (liveness, inventory, desired/applied/failed/
 //! refused counts), locations (health, bad objects) and, with `--cluster`, every item of every backup.
 
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use clap::Args;
 use serde::Serialize;
 
@@ -21,27 +24,70 @@ pub struct StatusArgs {
     /// Only this cluster, with per-backup detail.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Output format: a human table, or JSON/YAML (stable field names, RFC 3339 times) for scripts.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: OutputFormat,
+    /// Ask again and re-render every --interval, until interrupted. On a terminal the screen is redrawn;
+    /// otherwise each rendering follows the last after a blank line.
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+    /// With --watch: how often to ask.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, requires = "watch")]
+    pub interval: Duration,
 }
 
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let mut client = args.connection.connect().await?;
     let request = GetStatusRequest { cluster: args.cluster.clone().unwrap_or_default() };
-    let response = client.get_status(request).await.map_err(|s| anyhow::anyhow!("{:?}: {}", s.code(), s.message()))?;
-    let view = StatusView::from(response.into_inner());
-    let text = match structured(&view, args.output)? {
+    if !args.watch {
+        let response = client.get_status(request).await.map_err(super::exit::rpc_error)?;
+        print!("{}", rendering(response.into_inner(), args.output)?);
+        return Ok(());
+    }
+    let terminal = std::io::stdout().is_terminal();
+    // A zero interval would spin the coordinator; a tenth of a second is the floor.
+    let interval = args.interval.max(Duration::from_millis(100));
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut first = true;
+    loop {
+        ticks.tick().await;
+        // One failed ask does not end a watch (the coordinator may be restarting): say so and ask again.
+        let text = match client.get_status(request.clone()).await {
+            Ok(response) => rendering(response.into_inner(), args.output)?,
+            Err(status) => {
+                eprintln!("error: {:#}", super::exit::rpc_error(status));
+                continue;
+            }
+        };
+        let mut stdout = std::io::stdout().lock();
+        if terminal {
+            // Clear the screen and home the cursor, then a timestamp, as watch(1) does.
+            write!(stdout, "\x1b[2J\x1b[H{}\n\n", rfc3339(SystemTime::now()))?;
+        } else if !first {
+            writeln!(stdout)?;
+        }
+        write!(stdout, "{text}")?;
+        stdout.flush()?;
+        first = false;
+    }
+}
+
+/// One answer as the chosen output shows it.
+fn rendering(response: GetStatusResponse, output: OutputFormat) -> anyhow::Result<String> {
+    let view = StatusView::from(response);
+    Ok(match structured(&view, output)? {
         Some(text) => text,
         None => render(&view),
-    };
-    print!("{text}");
-    Ok(())
+    })
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusView {
     pub caller: String,
+    /// The coordinator's software version; absent from a coordinator too old to say.
+    pub coordinator_version: Option<String>,
     pub clusters: Vec<ClusterView>,
     pub locations: Vec<LocationView>,
 }
@@ -53,6 +99,8 @@ pub struct ClusterView {
     /// `connected`, `stale` or `disconnected`.
     pub state: &'static str,
     pub seconds_since_heartbeat: Option<i64>,
+    /// When the last heartbeat arrived (RFC 3339, UTC; computed from the age the coordinator reports).
+    pub last_heartbeat: Option<String>,
     pub software_version: String,
     pub inventory: u64,
     pub inventory_by_kind: std::collections::BTreeMap<String, u64>,
@@ -129,6 +177,8 @@ pub struct LocationView {
     pub healthy: bool,
     pub message: String,
     pub last_refresh_unix: i64,
+    /// `lastRefreshUnix` as RFC 3339 (UTC); absent before the first refresh.
+    pub last_refresh: Option<String>,
     pub backups: u64,
     /// Directories without `velero-backup.json` (half-written, or not Velero's).
     pub foreign_folders: u64,
@@ -151,6 +201,7 @@ impl From<GetStatusResponse> for StatusView {
     fn from(r: GetStatusResponse) -> Self {
         Self {
             caller: r.caller,
+            coordinator_version: Some(r.coordinator_version).filter(|v| !v.is_empty()),
             clusters: r.clusters.into_iter().map(ClusterView::from).collect(),
             locations: r.locations.into_iter().map(LocationView::from).collect(),
         }
@@ -168,6 +219,10 @@ impl From<ClusterStatus> for ClusterView {
             cluster: c.cluster,
             state,
             seconds_since_heartbeat: (c.seconds_since_heartbeat >= 0).then_some(c.seconds_since_heartbeat),
+            last_heartbeat: (c.seconds_since_heartbeat >= 0)
+                .then(|| SystemTime::now().checked_sub(Duration::from_secs(c.seconds_since_heartbeat.unsigned_abs())))
+                .flatten()
+                .map(rfc3339),
             software_version: c.software_version,
             inventory: c.inventory_items,
             inventory_by_kind: c.inventory_by_kind.into_iter().map(|k| (k.kind, k.count)).collect(),
@@ -216,6 +271,10 @@ impl From<LocationStatus> for LocationView {
             healthy: l.healthy,
             message: l.message,
             last_refresh_unix: l.last_refresh_unix,
+            last_refresh: (l.last_refresh_unix > 0)
+                .then(|| UNIX_EPOCH.checked_add(Duration::from_secs(l.last_refresh_unix.unsigned_abs())))
+                .flatten()
+                .map(rfc3339),
             backups: l.backups,
             foreign_folders: l.foreign_folders,
             errors: l.errors.into_iter().map(|e| LocationErrorView { object: e.object, error: e.error }).collect(),
@@ -223,6 +282,11 @@ impl From<LocationStatus> for LocationView {
             writers: l.writers,
         }
     }
+}
+
+/// Machine-readable times in JSON/YAML: RFC 3339 in UTC, whole seconds (what the coordinator reports).
+pub fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
 }
 
 fn action_name(action: i32) -> &'static str {
@@ -329,5 +393,37 @@ pub fn render(view: &StatusView) -> String {
         }
         out.push_str(&errors.render("  "));
     }
+    // Last, so the first line stays the clusters' header (scripts read it): which build answered, and whom
+    // it saw calling.
+    out.push_str(&format!(
+        "\nCOORDINATOR {} (caller {})\n",
+        view.coordinator_version.as_deref().unwrap_or("version unknown"),
+        if view.caller.is_empty() { "-" } else { &view.caller }
+    ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_times_are_rfc3339_and_absent_before_the_first() {
+        let read = LocationView::from(LocationStatus { last_refresh_unix: 1_700_000_000, ..Default::default() });
+        assert_eq!(read.last_refresh.as_deref(), Some("2023-11-14T22:13:20Z"));
+        let never = LocationView::from(LocationStatus::default());
+        assert_eq!(never.last_refresh, None);
+
+        let cluster = ClusterView::from(ClusterStatus { seconds_since_heartbeat: 5, ..Default::default() });
+        let heartbeat = cluster.last_heartbeat.clone().expect("a heartbeat time");
+        let parsed = humantime::parse_rfc3339(&heartbeat).expect("RFC 3339");
+        let age = SystemTime::now().duration_since(parsed).expect("in the past");
+        assert!((4..=7).contains(&age.as_secs()), "{heartbeat} is {age:?} ago");
+        let json = serde_json::to_value(&cluster).expect("json");
+        assert_eq!(json["lastHeartbeat"], heartbeat.as_str());
+        assert_eq!(
+            ClusterView::from(ClusterStatus { seconds_since_heartbeat: -1, ..Default::default() }).last_heartbeat,
+            None
+        );
+    }
 }

@@ -12,9 +12,9 @@ use std::time::SystemTime;
 
 use tokio::sync::{Notify, watch};
 
-use super::leadership::Role;
 use super::cluster::{CheckedItems, ClusterRecord, Liveness, ObjectKey, Session};
 use super::describe::{self, ClusterRecords, UnknownBackup};
+use super::leadership::Role;
 use super::settings::Settings;
 use super::status;
 use crate::catalog::{Listing, LocationCatalog};
@@ -411,7 +411,12 @@ impl Hub {
             .map(|e| status::cluster_status(&e.record, &self.settings, now, cluster.is_some()))
             .collect();
         let locations = state.locations.iter().map(status::location_status).collect();
-        Ok(GetStatusResponse { caller: String::new(), clusters, locations })
+        Ok(GetStatusResponse {
+            caller: String::new(),
+            clusters,
+            locations,
+            coordinator_version: env!("CARGO_PKG_VERSION").into(),
+        })
     }
 
     /// One backup across every location and cluster, from the current catalogs, DesiredSets, results and

@@ -41,10 +41,14 @@ impl ElectionConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
     /// Not leading: serves nobody. `leader` is the holder it last saw, if any.
-    Standby { leader: Option<String> },
+    Standby {
+        leader: Option<String>,
+    },
     Leader,
     /// Was leading and could not renew in time, or saw another holder: must stop now.
-    Lost { reason: String },
+    Lost {
+        reason: String,
+    },
 }
 
 impl Role {
@@ -135,7 +139,12 @@ pub enum ElectionError {
 /// Campaigns for and holds the Lease, publishing this replica's role, until `shutdown` turns true (then a
 /// held Lease is released so a standby takes over at once) or the leadership is lost (then returns after
 /// publishing [`Role::Lost`]).
-pub async fn run(api: Api<Lease>, config: ElectionConfig, role: watch::Sender<Role>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    api: Api<Lease>,
+    config: ElectionConfig,
+    role: watch::Sender<Role>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut observed: Option<Observed> = None;
     let mut last_renewal: Option<Instant> = None;
     loop {
@@ -194,7 +203,11 @@ enum Attempt {
     Following(String),
 }
 
-async fn attempt(api: &Api<Lease>, config: &ElectionConfig, observed: &mut Option<Observed>) -> Result<Attempt, ElectionError> {
+async fn attempt(
+    api: &Api<Lease>,
+    config: &ElectionConfig,
+    observed: &mut Option<Observed>,
+) -> Result<Attempt, ElectionError> {
     let error = |source| ElectionError::Api { namespace: config.namespace.clone(), name: config.lease.clone(), source };
     let current = api.get_opt(&config.lease).await.map_err(error)?;
     let view = current.as_ref().map(|l| LeaseView::of(l, config.lease_duration));

@@ -163,6 +163,7 @@ mod tests {
                 ..Default::default()
             }],
             locations: vec![LocationStatus { name: "sh\"ared".into(), healthy: false, ..Default::default() }],
+            ..Default::default()
         };
         let text = render(&status);
         assert!(text.contains("ferry_cluster_connected{cluster=\"b\"} 1\n"), "{text}");

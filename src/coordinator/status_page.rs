@@ -616,6 +616,7 @@ mod tests {
     fn sample() -> PageView {
         let status = GetStatusResponse {
             caller: String::new(),
+            coordinator_version: String::new(),
             clusters: vec![
                 ClusterStatus {
                     cluster: "a".into(),
