@@ -499,3 +499,66 @@ async fn every_rendered_object_passes_a_strict_server_side_dry_run() {
         }
     }
 }
+
+/// The metric names in `text` (`ferry_` and the rest of the identifier).
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("ferry_") {
+        let tail = &rest[at..];
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+        out.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+#[test]
+fn grafana_dashboard_queries_existing_metrics_through_a_datasource_variable() {
+    let path = root().join("deploy/grafana/ferry-dashboard.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let dashboard: Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let exported: BTreeSet<String> =
+        [include_str!("../src/coordinator/metrics.rs"), include_str!("../src/agent/health.rs")]
+            .iter()
+            .flat_map(|src| metric_names(src))
+            .collect();
+    assert!(exported.contains("ferry_cluster_connected") && exported.contains("ferry_agent_items"), "{exported:?}");
+
+    let variables = dashboard["templating"]["list"].as_array().expect("templating.list");
+    assert!(
+        variables.iter().any(|v| v["name"] == "datasource" && v["type"] == "datasource" && v["query"] == "prometheus")
+    );
+    let mut queried = BTreeSet::new();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    for panel in panels.iter().filter(|p| p["type"] != "row") {
+        let title = panel["title"].as_str().unwrap_or_default();
+        assert_eq!(panel["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = panel["targets"].as_array().unwrap_or_else(|| panic!("{title}: no targets"));
+        assert!(!targets.is_empty(), "{title}: no targets");
+        for target in targets {
+            assert_eq!(target["datasource"]["uid"], "${datasource}", "{title}");
+            let expr = target["expr"].as_str().unwrap_or_else(|| panic!("{title}: a target without expr"));
+            let names = metric_names(expr);
+            assert!(!names.is_empty(), "{title}: {expr}");
+            for name in names {
+                assert!(exported.contains(&name), "{title}: {name} is not a metric ferry exports ({expr})");
+                queried.insert(name);
+            }
+        }
+    }
+    // Every gauge the alerts are on has a panel.
+    for name in [
+        "ferry_cluster_connected",
+        "ferry_cluster_stale",
+        "ferry_cluster_items",
+        "ferry_cluster_missing_crds",
+        "ferry_cluster_refused_storage_locations",
+        "ferry_location_healthy",
+        "ferry_location_collision",
+        "ferry_agent_items",
+        "ferry_agent_connected",
+    ] {
+        assert!(queried.contains(name), "no panel on {name}");
+    }
+}
