@@ -9,6 +9,8 @@
 #   FERRY_TESTBED_MINIO                                                     minio-<version>/ (e2e/build-minio.sh)
 #   FERRY_TESTBED_VELERO, FERRY_TESTBED_VELERO_PLUGIN_DIR                   velero-<version>/ (build-velero.sh; the
 #                                                                           Velero server, for benches/time_to_visible)
+#   FERRY_TESTBED_HELM, FERRY_TESTBED_CHART_CRDS_DIR                        helm-<version>/, chart-crds-.../
+#                                                                           (build-helm.sh; tests/helm_chart.rs)
 #
 # The parts build concurrently, under `nice -n 19`. The first run takes ~10-20 min on 2 cores (see README.md);
 # a second run finds everything cached and returns at once. Recipe and pinned versions:
@@ -137,6 +139,10 @@ build_velero() {
   VELERO_VERSION="$VELERO_SERVER_VERSION" "$here/build-velero.sh"
 }
 
+build_helm() {
+  "$here/build-helm.sh"
+}
+
 built() {
   case "$1" in
     kube) [ -x "$kube_dir/kube-apiserver" ] && [ -x "$kube_dir/kube-controller-manager" ] ;;
@@ -144,6 +150,7 @@ built() {
     crds) [ -s "$crds_dir/all.yaml" ] ;;
     minio) [ -x "$cache/minio-$MINIO_VERSION/minio" ] ;;
     velero) [ -x "$cache/velero-$VELERO_SERVER_VERSION/velero" ] && [ -x "$cache/velero-$VELERO_SERVER_VERSION/plugins/velero-plugin-for-aws" ] ;;
+    helm) "$here/build-helm.sh" --cached >/dev/null ;;
   esac
 }
 
@@ -153,7 +160,7 @@ if [ "${1:-}" = "--part" ]; then
   exit
 fi
 
-parts=(kube etcd crds minio velero)
+parts=(kube etcd crds minio velero helm)
 missing=()
 for p in "${parts[@]}"; do built "$p" || missing+=("$p"); done
 
@@ -173,7 +180,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  log "building: ${missing[*]} (concurrently, under nice -n 19; all five from cold Go caches take ~10-25 min on 2 cores)"
+  log "building: ${missing[*]} (concurrently, under nice -n 19; all six from cold Go caches take ~10-25 min on 2 cores)"
   declare -A pid start
   stop_parts() {
     local p
@@ -228,3 +235,4 @@ printf 'FERRY_TESTBED_MINIO=%q\n' "$minio_bin"
 printf 'FERRY_TESTBED_CRDS_DIR=%q\n' "$crds_dir/crds"
 printf 'FERRY_TESTBED_CRDS=%q\n' "$crds_dir/all.yaml"
 VELERO_VERSION="$VELERO_SERVER_VERSION" "$here/build-velero.sh" # cached: prints its two lines at once
+"$here/build-helm.sh" --cached                                     # prints its two lines

@@ -49,3 +49,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "https://%s.%s.svc:%v" (include "ferry.coordinatorName" .) .Release.Namespace .Values.coordinator.port }}
 {{- end }}
 {{- end }}
+
+{{/* The coordinators' Lease (leader election). */}}
+{{- define "ferry.leaseName" -}}
+{{- .Values.coordinator.leaderElection.leaseName | default (include "ferry.coordinatorName" .) }}
+{{- end }}
+
+{{/* The trust domain of the agent certificate's URI SAN (cert-manager). */}}
+{{- define "ferry.trustDomain" -}}
+{{- $config := .Values.coordinator.config | default dict }}
+{{- $section := get $config "coordinator" | default dict }}
+{{- .Values.tls.certManager.trustDomain | default (get $section "trustDomain") | default "ferry.local" }}
+{{- end }}
+
+{{/* Whether the coordinator runs more than one replica (and so needs leader election). */}}
+{{- define "ferry.coordinatorHA" -}}
+{{- if gt (int .Values.coordinator.replicas) 1 }}true{{ end }}
+{{- end }}
