@@ -83,9 +83,9 @@ async fn the_standby_takes_over_when_the_leader_is_killed_and_nothing_is_applied
     assert_eq!(leader, "coordinator-1", "the first replica up takes the free Lease");
 
     // --- 1. Only the leader serves --------------------------------------------------------------------------
-    let (code, body) = eventually("the standby says it is one", WAIT, || async {
+    let (code, body) = eventually("the standby names the leader", WAIT, || async {
         let (code, body) = http_get(&two_metrics, "/readyz");
-        body.contains("standby").then_some((code, body))
+        body.contains("standby; the leader is").then_some((code, body))
     })
     .await;
     assert_eq!(code, 503, "a standby is not ready: {body}");
@@ -114,12 +114,11 @@ async fn the_standby_takes_over_when_the_leader_is_killed_and_nothing_is_applied
             return None;
         }
         let status = ferry.status(Some("b"));
-        (status["clusters"][0]["state"] == "connected" && status["clusters"][0]["applied"].as_u64() > Some(0))
-            .then_some(status)
+        (status["clusters"][0]["state"] == "connected").then_some(status)
     })
     .await;
     let failover = killed.elapsed();
-    eprintln!("failover: {} ms from kill -9 to B applied through the new leader", failover.as_millis());
+    eprintln!("failover: {} ms from kill -9 to B connected to the new leader", failover.as_millis());
     assert!(failover < FAILOVER_BOUND, "failover took {failover:?} (bound {FAILOVER_BOUND:?}): {status}");
 
     // --- 3. Nothing applied twice; the new leader serves what lands next ------------------------------------
