@@ -225,7 +225,8 @@ async fn bench() -> anyhow::Result<()> {
         eprintln!("== {n} backups");
         let dir = work.path().join(format!("bucket-{n}"));
         let local_url = format!("file://{}", dir.display());
-        write_fixture(&bucket::open(&store_config(&local_url, None))?, n).await?;
+        let writer = StoreConfig { create_folder: true, ..store_config(&local_url, None) };
+        write_fixture(&bucket::open(&writer)?, n).await?;
         let bucket_name = format!("bench-{n}");
         server.create_bucket(&bucket_name);
         write_fixture(&server.store(&bucket_name), n).await?;

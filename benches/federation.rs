@@ -209,6 +209,7 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     let bucket_dir = dir.join("bucket");
     let store = ferry::bucket::open(&ferry::bucket::StoreConfig {
         url: format!("file://{}", bucket_dir.display()),
+        create_folder: true,
         ..Default::default()
     })?;
     fixture::write(&store, &spec, 32).await?;

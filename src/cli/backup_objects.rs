@@ -29,7 +29,8 @@ pub async fn load(config: &LoadedConfig, backup: &str, only: Option<&str>) -> an
         bail!("no location named {:?} in {}", only.unwrap_or_default(), config.path.display());
     }
     for location in &locations {
-        let store = bucket::open(&config.store_config(location))?;
+        let store =
+            bucket::open(&config.store_config(location)).with_context(|| format!("location {:?}", location.name))?;
         let layout = Layout::new(&location.prefix);
         let found = bucket::backup_resources(&store, &layout, backup)
             .await

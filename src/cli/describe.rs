@@ -3,6 +3,7 @@
 //! coordinator (as `ferry status`), or with `--config` offline from the buckets and recorded inventories (as
 //! `ferry plan`); both answers are assembled by `ferry::coordinator::describe`.
 
+use anyhow::Context;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -116,7 +117,8 @@ fn loaders(config: &LoadedConfig) -> anyhow::Result<Vec<Loader>> {
     let catalog = &config.config.catalog;
     let mut loaders = Vec::new();
     for location in &config.config.locations {
-        let store = bucket::open(&config.store_config(location))?;
+        let store =
+            bucket::open(&config.store_config(location)).with_context(|| format!("location {:?}", location.name))?;
         let domain = config.location(location, store.kind, &store.bucket);
         loaders.push(Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()));
     }

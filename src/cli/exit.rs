@@ -52,14 +52,16 @@ pub fn usage(error: impl Into<anyhow::Error>) -> anyhow::Error {
     classify(ExitKind::Usage, error)
 }
 
-/// The kind of a failed command: the first mark in its chain, else a config file that would not load (a
-/// configuration error), else what a Kubernetes API error says, else a generic failure.
+/// The kind of a failed command: the first mark in its chain, else a config file that would not load or a
+/// location that cannot be opened as configured (a configuration error), else what a Kubernetes API error says, else a generic failure.
 pub fn kind_of(error: &anyhow::Error) -> ExitKind {
     for cause in error.chain() {
         if let Some(classified) = cause.downcast_ref::<Classified>() {
             return classified.kind;
         }
-        if cause.downcast_ref::<ferry::config::ConfigError>().is_some() {
+        if cause.downcast_ref::<ferry::config::ConfigError>().is_some()
+            || cause.downcast_ref::<ferry::bucket::OpenError>().is_some()
+        {
             return ExitKind::Usage;
         }
         if let Some(error) = cause.downcast_ref::<kube::Error>() {

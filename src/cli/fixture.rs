@@ -78,6 +78,7 @@ pub async fn run(command: FixtureCommand) -> anyhow::Result<()> {
         region: args.region.clone(),
         allow_http: args.allow_http.then_some(true),
         base_dir: std::env::current_dir()?,
+        create_folder: true,
         ..Default::default()
     })?;
     let spec = FixtureSpec {

@@ -103,7 +103,8 @@ pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<Location
     let progress: std::sync::Arc<dyn ferry::bucket::LoadProgress> =
         std::sync::Arc::new(super::progress::CatalogProgress::for_stderr());
     for location in &config.config.locations {
-        let store = bucket::open(&config.store_config(location))?;
+        let store =
+            bucket::open(&config.store_config(location)).with_context(|| format!("location {:?}", location.name))?;
         let domain = config.location(location, store.kind, &store.bucket);
         let started = Instant::now();
         tracing::info!(location = %location.name, url = %location.url, "reading location");
@@ -111,7 +112,7 @@ pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<Location
         let loader = Loader::new(store, domain, catalog.concurrency)
             .with_limits(catalog.limits())
             .with_progress(progress.clone());
-        let catalog = loader.refresh(None).await?;
+        let catalog = loader.refresh(None).await.with_context(|| format!("location {:?}", location.name))?;
         tracing::info!(
             location = %location.name,
             backups = catalog.backups.len(),
@@ -195,7 +196,8 @@ async fn legacy_volume_backups(
     let Some(location) = config.config.locations.iter().find(|l| l.name == location) else {
         return Ok(Default::default());
     };
-    let store = bucket::open(&config.store_config(location))?;
+    let store =
+        bucket::open(&config.store_config(location)).with_context(|| format!("location {:?}", location.name))?;
     let domain = config.location(location, store.kind, &store.bucket);
     let catalog = &config.config.catalog;
     let loader = Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits());

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::bucket::{CatalogLimits, DEFAULT_CONCURRENCY, StoreConfig};
+use crate::bucket::{CatalogLimits, CredentialSource, DEFAULT_CONCURRENCY, StoreConfig};
 use crate::catalog::absence::AbsencePolicy;
 use crate::catalog::decode::DecodeLimits;
 use crate::catalog::{Location, StoreKind};
@@ -58,9 +58,39 @@ pub struct LocationConfig {
     #[serde(default)]
     pub prefix: String,
     pub source_cluster: String,
+    /// S3-compatible stores (MinIO, Ceph, …): the service URL (Velero's `s3Url`); Azure: the blob endpoint.
     pub endpoint: Option<String>,
     pub region: Option<String>,
     pub allow_http: Option<bool>,
+    /// S3: `true` path style, `false` virtual-hosted (Velero's `s3ForcePathStyle`); unset: path style.
+    pub s3_force_path_style: Option<bool>,
+    /// A PEM file of CAs to trust besides the system's (Velero's BSL `objectStorage.caCert`, as a file).
+    pub ca_cert: Option<PathBuf>,
+    /// Accept any server certificate (Velero's `insecureSkipTLSVerify`). Test beds only.
+    #[serde(default, rename = "insecureSkipTLSVerify")]
+    pub insecure_skip_tls_verify: bool,
+    /// Azure: the storage account (Velero's `storageAccount`).
+    pub storage_account: Option<String>,
+    /// This location's own credentials (Velero's BSL `credential`); unset: the process's standard variables.
+    pub credential: Option<CredentialConfig>,
+}
+
+/// A location's own credentials: a file (one key of a Secret, mounted) in the form the provider's Velero plugin
+/// reads, and/or environment variables standing in for the standard ones.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CredentialConfig {
+    /// S3: AWS credentials file (INI); GCS: JSON key; Azure: Velero's `KEY=value` file.
+    pub file: Option<PathBuf>,
+    /// S3: the profile of the file (Velero's `profile`); default `default`.
+    pub profile: Option<String>,
+    /// Azure: the variable of the file holding the storage account key (Velero's `storageAccountKeyEnvVar`);
+    /// default `AZURE_STORAGE_ACCOUNT_ACCESS_KEY`.
+    pub storage_account_key_env_var: Option<String>,
+    /// Standard variable name → the environment variable holding this location's value, e.g.
+    /// `{AWS_ACCESS_KEY_ID: SHARED_AWS_ACCESS_KEY_ID}`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -488,12 +518,23 @@ impl LoadedConfig {
     }
 
     pub fn store_config(&self, location: &LocationConfig) -> StoreConfig {
+        let credential = location.credential.clone().unwrap_or_default();
         StoreConfig {
             url: location.url.clone(),
             endpoint: location.endpoint.clone(),
             region: location.region.clone(),
             allow_http: location.allow_http,
             base_dir: self.base_dir.clone(),
+            credential: CredentialSource {
+                file: credential.file,
+                profile: credential.profile,
+                storage_account_key_variable: credential.storage_account_key_env_var,
+                env: credential.env,
+            },
+            ca_cert: location.ca_cert.clone(),
+            insecure_skip_tls_verify: location.insecure_skip_tls_verify,
+            s3_force_path_style: location.s3_force_path_style,
+            storage_account: location.storage_account.clone(),
             ..Default::default()
         }
     }

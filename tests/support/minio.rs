@@ -45,8 +45,19 @@ if [ -n "${FERRY_MINIO_REMOVE_DIR:-}" ]; then rm -rf "$FERRY_MINIO_REMOVE_DIR"; 
 exit "$status"
 "#;
 
+/// How [`Minio::start_with`] sets an instance up; the default is [`Minio::start`]'s.
+#[derive(Debug, Clone, Default)]
+pub struct MinioOptions {
+    /// Root credentials other than [`ACCESS_KEY`]/[`SECRET_KEY`].
+    pub credentials: Option<(String, String)>,
+    /// A PEM certificate (chain) and its key: MinIO then serves HTTPS only.
+    pub tls: Option<(String, String)>,
+    /// `MINIO_DOMAIN`: MinIO also answers virtual-hosted requests (`<bucket>.<domain>`).
+    pub domain: Option<String>,
+}
+
 pub struct Minio {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (`https://` with TLS).
     pub endpoint: String,
     pub access_key: String,
     pub secret_key: String,
@@ -58,6 +69,7 @@ pub struct Minio {
     root: PathBuf,
     remove_dir_on_exit: bool,
     process: Option<Process>,
+    options: MinioOptions,
 }
 
 struct Process {
@@ -70,19 +82,32 @@ impl Minio {
     /// The instance shared by all tests of this binary; give each test its own bucket. Never stop it.
     pub fn shared() -> &'static Minio {
         static SHARED: OnceLock<Minio> = OnceLock::new();
-        SHARED.get_or_init(|| Minio::launch(true))
+        SHARED.get_or_init(|| Minio::launch(true, MinioOptions::default()))
     }
 
     /// A fresh instance of the test's own, stopped when dropped (also when the test panics).
     pub fn start() -> Minio {
-        Minio::launch(false)
+        Minio::launch(false, MinioOptions::default())
     }
 
-    fn launch(shared: bool) -> Minio {
+    /// [`Minio::start`], set up by `options`.
+    pub fn start_with(options: MinioOptions) -> Minio {
+        Minio::launch(false, options)
+    }
+
+    fn launch(shared: bool, options: MinioOptions) -> Minio {
         let binary = minio_binary().to_path_buf();
         let dir = tempfile::Builder::new().prefix("ferry-minio-").tempdir().expect("create a temporary directory");
         let root = dir.path().to_path_buf();
         std::fs::create_dir_all(root.join("data")).expect("create MinIO's data directory");
+        if let Some((cert, key)) = &options.tls {
+            std::fs::create_dir_all(root.join("certs")).expect("create MinIO's certs directory");
+            std::fs::write(root.join("certs/public.crt"), cert).expect("write public.crt");
+            std::fs::write(root.join("certs/private.key"), key).expect("write private.key");
+        }
+        let scheme = if options.tls.is_some() { "https" } else { "http" };
+        let (access_key, secret_key) =
+            options.credentials.clone().unwrap_or((ACCESS_KEY.to_string(), SECRET_KEY.to_string()));
         let (dir, remove_dir_on_exit) = if shared {
             // A static is never dropped: the watchdog removes the directory once MinIO has exited.
             let _ = dir.keep();
@@ -92,9 +117,9 @@ impl Minio {
         };
         let (port, console_port) = free_ports();
         let mut minio = Minio {
-            endpoint: format!("http://127.0.0.1:{port}"),
-            access_key: ACCESS_KEY.to_string(),
-            secret_key: SECRET_KEY.to_string(),
+            endpoint: format!("{scheme}://127.0.0.1:{port}"),
+            access_key,
+            secret_key,
             port,
             console_port,
             binary,
@@ -102,6 +127,7 @@ impl Minio {
             root,
             remove_dir_on_exit,
             process: None,
+            options,
         };
         minio.spawn();
         minio
@@ -143,11 +169,16 @@ impl Minio {
             .env("MINIO_ROOT_PASSWORD", &self.secret_key)
             .env("MINIO_UPDATE", "off")
             .env("MINIO_BROWSER", "off")
+            .arg("--certs-dir")
+            .arg(self.root.join("certs"))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if self.remove_dir_on_exit {
             cmd.env("FERRY_MINIO_REMOVE_DIR", &self.root);
+        }
+        if let Some(domain) = &self.options.domain {
+            cmd.env("MINIO_DOMAIN", domain);
         }
         // Its own process group, so that a last-resort kill reaches MinIO too.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -162,7 +193,11 @@ impl Minio {
         loop {
             // `live` answers 200 as soon as the HTTP server runs; `cluster` once the object layer, bucket metadata
             // and IAM are initialized (before that, requests fail with XMinioServerNotInitialized).
-            if health(self.port, "live") && health(self.port, "cluster") {
+            let healthy = |check| match self.options.tls {
+                Some(_) => https_health(self.port, check),
+                None => health(self.port, check),
+            };
+            if healthy("live") && healthy("cluster") {
                 return;
             }
             let exited = self.process.as_mut().and_then(|p| p.watchdog.try_wait().ok().flatten());
@@ -231,6 +266,7 @@ impl Minio {
             .args(["--aws-sigv4", &format!("aws:amz:{REGION}:s3")])
             .args(["--user", &format!("{}:{}", self.access_key, self.secret_key)])
             .args(["--header", &format!("x-amz-content-sha256: {EMPTY_SHA256}")])
+            .args(self.options.tls.as_ref().map(|_| "--insecure"))
             .args(["--request", "PUT", &format!("{}/{name}", self.endpoint)])
             .output()
             .unwrap_or_else(|e| panic!("cannot run {curl} to create bucket {name:?}: {e}"));
@@ -313,6 +349,15 @@ fn free_ports() -> (u16, u16) {
     let a = TcpListener::bind(addr(0)).expect("bind 127.0.0.1:0");
     let b = TcpListener::bind(addr(0)).expect("bind 127.0.0.1:0");
     (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
+}
+
+/// Whether `GET /minio/health/<check>` answers 200 over HTTPS (any certificate: only liveness is asked).
+fn https_health(port: u16, check: &str) -> bool {
+    let url = format!("https://127.0.0.1:{port}/minio/health/{check}");
+    Command::new("curl")
+        .args(["--silent", "--insecure", "--fail", "--max-time", "2", "--output", "/dev/null", &url])
+        .status()
+        .is_ok_and(|status| status.success())
 }
 
 /// Whether `GET /minio/health/<check>` answers 200.
