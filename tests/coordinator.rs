@@ -23,6 +23,13 @@ fn namespaces(names: &[&str]) -> Vec<InventoryItem> {
     names.iter().map(|n| inventory_item("Namespace", &json!({"kind": "Namespace", "metadata": {"name": n}}))).collect()
 }
 
+/// The coordinator's `/metrics` page as it is now, and the value of one sample on it.
+fn metric(coordinator: &ferry::coordinator::RunningCoordinator, series: &str) -> Option<f64> {
+    let status = coordinator.hub.status(None, SystemTime::now()).expect("status");
+    let page = coordinator.hub.telemetry.render(&status).expect("metrics page");
+    page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 fn namespace_type() -> ferry::grpc::proto::ResourceType {
     watched_types().into_iter().find(|t| t.kind == "Namespace").expect("namespace type")
 }
@@ -196,6 +203,7 @@ async fn a_malformed_item_is_rejected_with_a_reason_and_the_stream_survives() {
     assert_eq!(rejected.r#ref.as_ref().map(|r| r.name.as_str()), Some("broken"));
     assert!(rejected.reason.contains("not a JSON object"), "{}", rejected.reason);
     assert_eq!(coordinator.hub.inventory_len("cluster-b"), 2, "the good items were taken");
+    assert_eq!(metric(&coordinator, "ferry_errors_total{kind=\"rejected_item\"}"), Some(1.0));
 
     // Same stream, later: a delta still works.
     agent.upsert(namespaces(&["later"]));
@@ -210,9 +218,13 @@ async fn an_oversized_message_is_refused_with_a_clear_error_and_others_are_unaff
     let bed = Bed::new();
     let settings = Settings { max_message_bytes: 64 * 1024, ..fast_settings() };
     let coordinator = bed.start(settings).await;
-    let big: Vec<String> = (0..3000).map(|i| format!("namespace-with-a-long-name-{i:05}")).collect();
-    let big: Vec<&str> = big.iter().map(String::as_str).collect();
-    let oversized = agent(bed.agent_config(coordinator.addr, "cluster-b"), &[(namespace_type(), namespaces(&big))]);
+    // Many small items travel in chunks under the limit; one item larger than the limit cannot be cut.
+    let annotation = "x".repeat(80 * 1024);
+    let huge = json!({"kind": "Namespace", "metadata": {"name": "huge", "annotations": {"note": annotation}}});
+    let oversized = agent(
+        bed.agent_config(coordinator.addr, "cluster-b"),
+        &[(namespace_type(), vec![inventory_item("Namespace", &huge)])],
+    );
     let error = wait_link(&oversized, |l| l.last_error.is_some()).await.last_error.unwrap_or_default();
     assert!(error.contains("too large") || error.contains("OutOfRange"), "{error}");
     assert!(error.contains("65536"), "the limit is named: {error}");
@@ -392,6 +404,11 @@ async fn results_for_an_old_version_are_not_counted() {
     };
     eventually("result recorded", || coordinator.hub.result_of("cluster-b", &key).is_some()).await;
     assert_eq!(coordinator.hub.result_of("cluster-b", &key).as_deref(), Some("APPLY_OUTCOME_FAILED"));
+    // Nor measured: the report on the old version neither counts nor ends the set's delivery; the current one does.
+    let failed = "ferry_cluster_applies_total{cluster=\"cluster-b\",result=\"failed\"}";
+    assert_eq!(metric(&coordinator, failed), Some(1.0));
+    assert_eq!(metric(&coordinator, "ferry_errors_total{kind=\"apply_failed\"}"), Some(1.0));
+    assert_eq!(metric(&coordinator, "ferry_delivery_latency_seconds_count"), Some(1.0));
     agent.shutdown().await;
     coordinator.shutdown().await.expect("shutdown");
 }

@@ -9,7 +9,7 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use http_support::http_get;
+use http_support::{http_get, http_response};
 use serde_json::Value;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -47,6 +47,85 @@ async fn start_coordinator_with(config: &std::path::Path, args: &[&str]) -> (Chi
     let line = lines.next_line().await.expect("read").expect("a second line");
     let metrics = line.strip_prefix("metrics on ").unwrap_or_else(|| panic!("unexpected second line {line:?}"));
     (child, addr.to_string(), metrics.to_string())
+}
+
+/// The value of the sample `series` (name and labels exactly as written) on a metrics page.
+fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The live counters and histograms of a running coordinator's `/metrics`, after its location was refreshed and
+/// cluster-b's agent connected: the agent reports results for the set it got, and the page shows the refresh, the
+/// connect, the results by outcome, the delivery latency of that set, the heartbeat as a timestamp and
+/// `ferry_build_info`, in the OpenMetrics text format.
+async fn scrape_counters_histograms_and_build_info(
+    metrics: &str,
+    agent: &ferry::grpc::agent_client::AgentClient,
+    desired: &ferry::grpc::proto::DesiredSet,
+) {
+    use ferry::grpc::proto::{ApplyOutcome, ApplyResult, DesiredAction, ItemResult};
+    let created: Vec<ItemResult> = desired
+        .items
+        .iter()
+        .filter(|i| i.action == DesiredAction::Create as i32)
+        .map(|i| ItemResult { r#ref: i.r#ref.clone(), outcome: ApplyOutcome::Applied as i32, message: String::new() })
+        .collect();
+    let applied = created.len() as f64;
+    assert!(applied > 0.0, "the example plans objects to create");
+    agent.report(ApplyResult { desired_version: desired.version.clone(), items: created });
+    let applies = "ferry_cluster_applies_total{cluster=\"cluster-b\",result=\"applied\"}";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (head, page) = loop {
+        let (code, head, page) = http_response(metrics, "/metrics");
+        assert_eq!(code, 200, "{head}");
+        if sample(&page, applies) == Some(applied) || Instant::now() > deadline {
+            break (head, page);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(sample(&page, applies), Some(applied), "{page}");
+    let openmetrics = "content-type: application/openmetrics-text; version=1.0.0; charset=utf-8";
+    assert!(head.lines().any(|h| h.eq_ignore_ascii_case(openmetrics)), "{head}");
+    assert!(page.ends_with("# EOF\n"), "{page}");
+    let has = |line: &str| page.lines().any(|l| l == line);
+
+    // Counters: the location refreshed at least once without error; cluster-b connected once, cluster-c never.
+    assert!(has("# TYPE ferry_location_refreshes counter"), "{page}");
+    let refreshes = sample(&page, "ferry_location_refreshes_total{location=\"shared\",result=\"ok\"}");
+    assert!(refreshes.is_some_and(|n| n >= 1.0), "{page}");
+    assert_eq!(sample(&page, "ferry_location_refreshes_total{location=\"shared\",result=\"error\"}"), Some(0.0));
+    assert_eq!(sample(&page, "ferry_cluster_connects_total{cluster=\"cluster-b\"}"), Some(1.0), "{page}");
+    assert_eq!(sample(&page, "ferry_cluster_connects_total{cluster=\"cluster-c\"}"), Some(0.0), "{page}");
+    assert_eq!(sample(&page, "ferry_cluster_applies_total{cluster=\"cluster-b\",result=\"failed\"}"), Some(0.0));
+    // The example bucket has bad objects: each counted once, however often the location is refreshed.
+    let bad = sample(&page, "ferry_location_bad_objects{location=\"shared\"}").expect("bad objects gauge");
+    assert!(bad >= 1.0, "{page}");
+    assert_eq!(sample(&page, "ferry_errors_total{kind=\"bad_object\"}"), Some(bad), "{page}");
+    assert_eq!(sample(&page, "ferry_errors_total{kind=\"refresh\"}"), Some(0.0), "{page}");
+
+    // Histograms: a bucket per bound, cumulative, `+Inf` equal to the count, a sane sum.
+    assert!(has("# TYPE ferry_location_refresh_duration_seconds histogram"), "{page}");
+    let count = sample(&page, "ferry_location_refresh_duration_seconds_count{location=\"shared\"}").expect("count");
+    assert!(count >= 1.0, "{page}");
+    let inf = "ferry_location_refresh_duration_seconds_bucket{le=\"+Inf\",location=\"shared\"}";
+    assert_eq!(sample(&page, inf), Some(count), "{page}");
+    let slow = "ferry_location_refresh_duration_seconds_bucket{le=\"60.0\",location=\"shared\"}";
+    assert_eq!(sample(&page, slow), Some(count), "a local folder is read in well under a minute: {page}");
+    let sum = sample(&page, "ferry_location_refresh_duration_seconds_sum{location=\"shared\"}").expect("sum");
+    assert!(sum > 0.0 && sum < 60.0 * count, "{page}");
+    assert_eq!(sample(&page, "ferry_delivery_latency_seconds_count"), Some(1.0), "the set reported on: {page}");
+    assert_eq!(sample(&page, "ferry_delivery_latency_seconds_bucket{le=\"+Inf\"}"), Some(1.0), "{page}");
+    let latency = sample(&page, "ferry_delivery_latency_seconds_sum").expect("latency");
+    assert!(latency > 0.0 && latency < 60.0, "{page}");
+
+    // The build, and the agent's last message as a unix time (cluster-c's agent never spoke: 0).
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(has(&format!("ferry_build_info{{version=\"{version}\",component=\"coordinator\"}} 1")), "{page}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
+    let heartbeat = sample(&page, "ferry_cluster_last_heartbeat_timestamp_seconds{cluster=\"cluster-b\"}");
+    assert!(heartbeat.is_some_and(|t| (now - 120.0..=now + 1.0).contains(&t)), "{heartbeat:?} vs {now}: {page}");
+    let never = sample(&page, "ferry_cluster_last_heartbeat_timestamp_seconds{cluster=\"cluster-c\"}");
+    assert_eq!(never, Some(0.0), "{page}");
 }
 
 fn status(bed: &Bed, addr: &str, extra: &[&str]) -> std::process::Output {
@@ -90,6 +169,7 @@ async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm(
     assert_eq!(code, 200);
     assert!(page.contains("ferry_cluster_connected{cluster=\"cluster-b\"} 1"), "{page}");
     assert!(page.contains("ferry_location_healthy{location=\"shared\"} 1"), "{page}");
+    scrape_counters_histograms_and_build_info(&metrics, &agent, &desired).await;
 
     let table = status(&bed, &addr, &[]);
     assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));

@@ -529,17 +529,34 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     out
 }
 
+/// Every series name the two `/metrics` pages export, read off pages rendered by the code that serves them (with
+/// one cluster and one location, so every family has samples): a counter's samples end in `_total`, a histogram's
+/// in `_bucket`, `_count` and `_sum`, the build info's in `_info`.
+fn exported_series() -> BTreeSet<String> {
+    use ferry::grpc::proto::{ClusterApis, ClusterStatus, GetStatusResponse, LocationStatus};
+    let status = GetStatusResponse {
+        clusters: vec![ClusterStatus { cluster: "b".into(), apis: Some(ClusterApis::default()), ..Default::default() }],
+        locations: vec![LocationStatus { name: "shared".into(), ..Default::default() }],
+        ..Default::default()
+    };
+    let coordinator = ferry::coordinator::telemetry::Telemetry::new(["b"], ["shared"]).render(&status);
+    let agent = ferry::agent::health::render(&Default::default(), &ferry::agent::telemetry::AgentTelemetry::new());
+    [coordinator.expect("the coordinator's page"), agent.expect("the agent's page")]
+        .iter()
+        .flat_map(|page| page.lines().filter(|l| !l.starts_with('#')))
+        .map(|l| l[..l.find(['{', ' ']).unwrap_or(l.len())].to_string())
+        .collect()
+}
+
 #[test]
 fn grafana_dashboard_queries_existing_metrics_through_a_datasource_variable() {
     let path = root().join("deploy/grafana/ferry-dashboard.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let dashboard: Value = serde_json::from_str(&text).expect("dashboard JSON");
-    let exported: BTreeSet<String> =
-        [include_str!("../src/coordinator/metrics.rs"), include_str!("../src/agent/health.rs")]
-            .iter()
-            .flat_map(|src| metric_names(src))
-            .collect();
+    let exported = exported_series();
     assert!(exported.contains("ferry_cluster_connected") && exported.contains("ferry_agent_items"), "{exported:?}");
+    assert!(exported.contains("ferry_agent_connects_total"), "a counter's samples end in _total: {exported:?}");
+    assert!(exported.contains("ferry_delivery_latency_seconds_bucket"), "{exported:?}");
 
     let variables = dashboard["templating"]["list"].as_array().expect("templating.list");
     assert!(

@@ -15,6 +15,7 @@ pub mod kube_api;
 pub mod order;
 pub mod reconcile;
 pub mod retire;
+pub mod telemetry;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,9 +61,11 @@ const OPTIONAL_LIST_GRACE: Duration = Duration::from_secs(10);
 /// Runs until `shutdown` resolves.
 pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) {
     let (view, view_rx) = tokio::sync::watch::channel(health::AgentView::default());
+    let telemetry = Arc::new(telemetry::AgentTelemetry::new());
+    let http_telemetry = telemetry.clone();
     let http = options.http_listener.take().map(|listener| {
         tokio::spawn(async move {
-            if let Err(e) = health::serve(listener, view_rx, std::future::pending()).await {
+            if let Err(e) = health::serve(listener, view_rx, http_telemetry, std::future::pending()).await {
                 tracing::error!(error = %e, "the health and metrics listener failed");
             }
         })
@@ -100,9 +103,11 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
     let client = AgentClient::spawn_with_apis(options.transport, initial, Some(cluster_apis));
     let mut link = client.link();
     let link_view = view.clone();
+    let link_telemetry = telemetry.clone();
     let _link_task = AbortOnDrop(Some(tokio::spawn(async move {
         while link.changed().await.is_ok() {
             let current = link.borrow_and_update().clone();
+            link_telemetry.link_changed(&current);
             link_view.send_modify(|v| v.link = current);
         }
     })));
@@ -151,7 +156,9 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
         };
         let Some(set) = current.clone().filter(|_| reconcile_now) else { continue };
         let cached = index::Cached { index: &index, api: &api };
+        let started = std::time::Instant::now();
         let results = reconcile_with(&cached, &guard, &set, &mut memory, options.apply_concurrency).await;
+        telemetry.apply_pass(&results, started.elapsed());
         needs_retry = results.iter().any(|r| {
             let outcome = ApplyOutcome::try_from(r.outcome).unwrap_or(ApplyOutcome::Unspecified);
             matches!(outcome, ApplyOutcome::Held | ApplyOutcome::Failed)

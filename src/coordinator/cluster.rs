@@ -10,7 +10,7 @@ use crate::grpc::convert::{ItemError, api_of, inventory_object, served_apis};
 use crate::grpc::proto::{
     ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
 };
-use crate::model::{Inventory, InventoryObject, labels};
+use crate::model::{Inventory, InventoryObject, ownership};
 use crate::plan::ClusterState;
 
 /// Identifies an object within one cluster (the API version is not part of an object's identity).
@@ -189,10 +189,19 @@ impl ClusterRecord {
     /// cannot grow this map beyond the set's size) and messages past [`MAX_RESULT_MESSAGE`]. Returns how many
     /// were taken.
     pub fn record_results(&mut self, desired_version: &str, items: &[ItemResult]) -> usize {
+        self.record_results_by_outcome(desired_version, items).values().sum::<u64>() as usize
+    }
+
+    /// [`ClusterRecord::record_results`], returning how many results were taken by outcome (for the metrics).
+    pub fn record_results_by_outcome(
+        &mut self,
+        desired_version: &str,
+        items: &[ItemResult],
+    ) -> BTreeMap<ApplyOutcome, u64> {
+        let mut taken = BTreeMap::new();
         if desired_version != self.desired.version {
-            return 0;
+            return taken;
         }
-        let mut taken = 0;
         for result in items {
             let Some(r) = &result.r#ref else { continue };
             let key = ObjectKey::of_ref(r);
@@ -202,7 +211,7 @@ impl ClusterRecord {
             let outcome = ApplyOutcome::try_from(result.outcome).unwrap_or(ApplyOutcome::Unspecified);
             let message: String = result.message.chars().take(MAX_RESULT_MESSAGE).collect();
             self.results.insert(key, (outcome, message));
-            taken += 1;
+            *taken.entry(outcome).or_default() += 1;
         }
         taken
     }
@@ -261,9 +270,9 @@ impl ClusterRecord {
         for object in self.objects.values() {
             let ours = match object {
                 InventoryObject::StorageLocation(_) => true,
-                InventoryObject::Backup(o) => labels::is_ferry_managed(&o.meta().labels),
-                InventoryObject::PodVolumeBackup(o) => labels::is_ferry_managed(&o.meta().labels),
-                InventoryObject::NonAdminBackup(o) => labels::is_ferry_managed(&o.meta().labels),
+                InventoryObject::Backup(o) => ownership::is_ferry_managed(&o.meta().labels),
+                InventoryObject::PodVolumeBackup(o) => ownership::is_ferry_managed(&o.meta().labels),
+                InventoryObject::NonAdminBackup(o) => ownership::is_ferry_managed(&o.meta().labels),
                 InventoryObject::Namespace { .. } => false,
             };
             if ours {

@@ -14,8 +14,9 @@ use crate::grpc::proto::{
     DescribedClusterBackup, DescribedClusterPodVolumeBackup, DescribedItem, DescribedLocation, DescribedNonAdminBackup,
     DescribedOwner, DescribedPodVolumeBackup, DesiredItem, DesiredSet,
 };
-use crate::model::labels::{self, is_ferry_managed};
+use crate::model::labels;
 use crate::model::names::velero_label_value;
+use crate::model::ownership::is_ferry_managed;
 use crate::model::{Backup, InventoryObject, NonAdminBackup, Object, PodVolumeBackup};
 use crate::resolve::{Owner, owner_of};
 

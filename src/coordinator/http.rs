@@ -1,6 +1,7 @@
 //! The coordinator's plain-HTTP side port: `/healthz` (the process serves), `/readyz` (it leads and at least one
-//! location was read) and `/metrics` (Prometheus). No TLS and no data beyond counts and names: bind it to a
-//! port only the cluster's monitoring reaches.
+//! location was read) and `/metrics` (OpenMetrics text: the status-derived gauges and the live counters and
+//! histograms, [`Telemetry::render`](super::telemetry::Telemetry::render)). No TLS and no data beyond counts and
+//! names: bind it to a port only the cluster's monitoring reaches.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -15,6 +16,7 @@ use tokio::sync::watch;
 
 use super::hub::Hub;
 use super::metrics;
+use crate::exposition;
 
 /// Serves until `shutdown` turns true.
 pub async fn serve(hub: Arc<Hub>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
@@ -43,9 +45,12 @@ async fn readyz(State(hub): State<Arc<Hub>>) -> impl IntoResponse {
 }
 
 async fn metrics_page(State(hub): State<Arc<Hub>>) -> impl IntoResponse {
-    match hub.status(None, SystemTime::now()) {
-        Ok(status) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics::render(&status))
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    let page = hub
+        .status(None, SystemTime::now())
+        .map_err(|e| e.to_string())
+        .and_then(|status| hub.telemetry.render(&status).map_err(|e| format!("encoding the metrics: {e}")));
+    match page {
+        Ok(page) => (StatusCode::OK, [(header::CONTENT_TYPE, exposition::CONTENT_TYPE)], page).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
     }
 }

@@ -17,6 +17,7 @@ use super::describe::{self, ClusterRecords, UnknownBackup};
 use super::leadership::Role;
 use super::settings::Settings;
 use super::status;
+use super::telemetry::Telemetry;
 use crate::catalog::{Listing, LocationCatalog};
 use crate::grpc::convert::desired_set;
 use crate::grpc::proto::{
@@ -103,6 +104,8 @@ pub struct Hub {
     /// This replica's part among coordinator replicas ([`Role::Leader`] unless leader election is on): only a
     /// leader serves agents and operators.
     pub role: watch::Sender<Role>,
+    /// The live counters and histograms of `/metrics`.
+    pub telemetry: Telemetry,
 }
 
 impl Hub {
@@ -112,6 +115,8 @@ impl Hub {
         clusters: Vec<ClusterState>,
         locations: Vec<LocationState>,
     ) -> Self {
+        let telemetry =
+            Telemetry::new(clusters.iter().map(|c| c.name.as_str()), locations.iter().map(|l| l.name.as_str()));
         let clusters = clusters
             .into_iter()
             .map(|config| {
@@ -132,6 +137,7 @@ impl Hub {
             mappings,
             next_session: AtomicU64::new(1),
             role: watch::Sender::new(Role::Leader),
+            telemetry,
         }
     }
 
@@ -158,7 +164,10 @@ impl Hub {
         let mut desired = entry.desired.subscribe();
         // The session sends the set after its snapshot was planned, not the one from before it connected.
         desired.mark_unchanged();
-        Ok(SessionHandle { id, desired, current_session: entry.current_session.subscribe() })
+        let handle = SessionHandle { id, desired, current_session: entry.current_session.subscribe() };
+        drop(state);
+        self.telemetry.connected(cluster);
+        Ok(handle)
     }
 
     /// Ends a session; a no-op if a newer one already replaced it.
@@ -268,10 +277,11 @@ impl Hub {
     }
 
     pub fn apply_result(&self, cluster: &str, id: u64, now: SystemTime, result: &ApplyResult) -> Result<Ack, HubError> {
-        self.with_session(cluster, id, now, |state| {
-            record_mut(state, cluster).record_results(&result.desired_version, &result.items);
-            Ack { of: "apply_result".into(), rejected: Vec::new() }
-        })
+        let taken = self.with_session(cluster, id, now, |state| {
+            record_mut(state, cluster).record_results_by_outcome(&result.desired_version, &result.items)
+        })?;
+        self.telemetry.applied(cluster, &taken);
+        Ok(Ack { of: "apply_result".into(), rejected: Vec::new() })
     }
 
     /// Marks every cluster for recompute (catalog changed, periodic resync).

@@ -1,64 +1,62 @@
-//! Prometheus text exposition of the coordinator's state, rendered from the same status the `GetStatus` rpc
-//! returns (one source of truth for operators and dashboards). Pure.
+//! The coordinator's gauges, computed at scrape time from the same status the `GetStatus` rpc returns (one source
+//! of truth for operators and dashboards). Pure: [`gauges`] only reads the status; the page is put together by
+//! [`Telemetry::render`](super::telemetry::Telemetry::render) beside the live counters and histograms.
 
-use std::fmt::Write;
-
+use crate::exposition::{GaugeFamily, ScrapeGauges, gauge_count};
 use crate::grpc::convert::served_apis;
-use crate::grpc::proto::{ClusterStatus, GetStatusResponse};
+use crate::grpc::proto::{ClusterStatus, GetStatusResponse, LocationStatus};
 
 /// Reads one count of a cluster's status.
 type CountOf = fn(&ClusterStatus) -> u64;
 
-/// The metrics page (text format 0.0.4).
-pub fn render(status: &GetStatusResponse) -> String {
-    let mut out = String::new();
-    let mut family = |name: &str, help: &str, samples: Vec<(String, f64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
-    };
-    let cluster = |c: &str| format!("{{cluster=\"{}\"}}", escape(c));
+/// Every status-derived gauge family, in the order the page lists them.
+pub fn gauges(status: &GetStatusResponse) -> ScrapeGauges {
+    let flag = |b: bool| i64::from(b);
+    let cluster = |c: &ClusterStatus| vec![("cluster", c.cluster.clone())];
     let clusters = &status.clusters;
-    family(
-        "ferry_cluster_connected",
-        "1 when the cluster's agent has a stream open.",
-        clusters.iter().map(|c| (cluster(&c.cluster), f64::from(u8::from(c.connected)))).collect(),
-    );
-    family(
-        "ferry_cluster_stale",
-        "1 when the agent's stream is open but it missed too many heartbeats.",
-        clusters.iter().map(|c| (cluster(&c.cluster), f64::from(u8::from(c.stale)))).collect(),
-    );
-    family(
-        "ferry_cluster_seconds_since_heartbeat",
-        "Seconds since the agent's last message (-1: never).",
-        clusters.iter().map(|c| (cluster(&c.cluster), c.seconds_since_heartbeat as f64)).collect(),
-    );
-    family(
-        "ferry_cluster_inventory_objects",
-        "Objects in the cluster's published inventory.",
-        clusters.iter().map(|c| (cluster(&c.cluster), c.inventory_items as f64)).collect(),
-    );
+    let per_cluster = |name: &'static str, help: &'static str, value: fn(&ClusterStatus) -> i64| {
+        GaugeFamily::new(name, help, clusters.iter().map(|c| (cluster(c), value(c))))
+    };
+    let mut families = vec![
+        per_cluster("ferry_cluster_connected", "1 when the cluster's agent has a stream open.", |c| {
+            i64::from(c.connected)
+        }),
+        per_cluster(
+            "ferry_cluster_stale",
+            "1 when the agent's stream is open but it missed too many heartbeats.",
+            |c| i64::from(c.stale),
+        ),
+        per_cluster(
+            "ferry_cluster_seconds_since_heartbeat",
+            "Seconds since the agent's last message (-1: never).",
+            |c| c.seconds_since_heartbeat,
+        ),
+        per_cluster(
+            "ferry_cluster_last_heartbeat_timestamp_seconds",
+            "Unix time of the agent's last message, a heartbeat or any other (0: never).",
+            |c| c.last_heartbeat_unix,
+        ),
+        per_cluster("ferry_cluster_inventory_objects", "Objects in the cluster's published inventory.", |c| {
+            gauge_count(c.inventory_items)
+        }),
+    ];
     // Only clusters whose agent said what it serves (an older agent's cluster is assumed to serve everything).
     let told = || clusters.iter().filter_map(|c| c.apis.as_ref().map(|a| (c, a)));
-    family(
+    families.push(GaugeFamily::new(
         "ferry_cluster_oadp",
         "1 when the cluster serves OADP's NonAdminBackups (tenant backups become NonAdminBackups there).",
-        told()
-            .map(|(c, a)| (cluster(&c.cluster), f64::from(u8::from(served_apis(Some(a)).non_admin_backups))))
-            .collect(),
-    );
-    family(
+        told().map(|(c, a)| (cluster(c), flag(served_apis(Some(a)).non_admin_backups))),
+    ));
+    families.push(GaugeFamily::new(
         "ferry_cluster_missing_crds",
         "Velero CRDs the cluster lacks (nothing is materialized there until they exist).",
-        told().map(|(c, a)| (cluster(&c.cluster), a.missing_required.len() as f64)).collect(),
-    );
-    family(
+        told().map(|(c, a)| (cluster(c), gauge_count(a.missing_required.len() as u64))),
+    ));
+    families.push(per_cluster(
         "ferry_cluster_refused_storage_locations",
         "BSLs through which the cluster gets nothing: read-write on another cluster's location, or not granted.",
-        clusters.iter().map(|c| (cluster(&c.cluster), c.refused_storage_locations as f64)).collect(),
-    );
+        |c| gauge_count(c.refused_storage_locations),
+    ));
     let counts: [(&str, CountOf); 10] = [
         ("desired", |c| c.desired),
         ("applied", |c| c.applied),
@@ -71,52 +69,50 @@ pub fn render(status: &GetStatusResponse) -> String {
         ("retire", |c| c.retiring),
         ("would_retire", |c| c.would_retire),
     ];
-    family(
+    families.push(GaugeFamily::new(
         "ferry_cluster_items",
         "Items of the cluster's current DesiredSet, by state.",
-        clusters
-            .iter()
-            .flat_map(|c| {
-                counts.iter().map(move |(state, count)| {
-                    (format!("{{cluster=\"{}\",state=\"{state}\"}}", escape(&c.cluster)), count(c) as f64)
-                })
+        clusters.iter().flat_map(|c| {
+            counts.iter().map(move |(state, count)| {
+                (vec![("cluster", c.cluster.clone()), ("state", state.to_string())], gauge_count(count(c)))
             })
-            .collect(),
-    );
-    let location = |l: &str| format!("{{location=\"{}\"}}", escape(l));
+        }),
+    ));
+    let location = |l: &LocationStatus| vec![("location", l.name.clone())];
     let locations = &status.locations;
-    family(
-        "ferry_location_healthy",
-        "1 when the location's last refresh succeeded with a complete listing.",
-        locations.iter().map(|l| (location(&l.name), f64::from(u8::from(l.healthy)))).collect(),
-    );
-    family(
-        "ferry_location_backups",
-        "Backups in the location's catalog.",
-        locations.iter().map(|l| (location(&l.name), l.backups as f64)).collect(),
-    );
-    family(
-        "ferry_location_bad_objects",
-        "Objects skipped as bad input (corrupt gzip, truncated JSON, ...) in the last refresh.",
-        locations.iter().map(|l| (location(&l.name), l.errors.len() as f64)).collect(),
-    );
-    family(
-        "ferry_location_foreign_folders",
-        "Directories under backups/ without velero-backup.json (half-written, or not Velero's): not backups.",
-        locations.iter().map(|l| (location(&l.name), l.foreign_folders as f64)).collect(),
-    );
-    family(
-        "ferry_location_collision",
-        "1 while more than one cluster (or one other than sourceCluster) writes to the location: nothing new is \
-         materialized from it.",
-        locations.iter().map(|l| (location(&l.name), f64::from(u8::from(!l.collision.is_empty())))).collect(),
-    );
-    family(
-        "ferry_location_last_refresh_timestamp_seconds",
-        "Unix time of the last successful refresh (0: never).",
-        locations.iter().map(|l| (location(&l.name), l.last_refresh_unix as f64)).collect(),
-    );
-    out
+    let per_location = |name: &'static str, help: &'static str, value: fn(&LocationStatus) -> i64| {
+        GaugeFamily::new(name, help, locations.iter().map(|l| (location(l), value(l))))
+    };
+    families.extend([
+        per_location(
+            "ferry_location_healthy",
+            "1 when the location's last refresh succeeded with a complete listing.",
+            |l| i64::from(l.healthy),
+        ),
+        per_location("ferry_location_backups", "Backups in the location's catalog.", |l| gauge_count(l.backups)),
+        per_location(
+            "ferry_location_bad_objects",
+            "Objects skipped as bad input (corrupt gzip, truncated JSON, ...) in the last refresh.",
+            |l| gauge_count(l.errors.len() as u64),
+        ),
+        per_location(
+            "ferry_location_foreign_folders",
+            "Directories under backups/ without velero-backup.json (half-written, or not Velero's): not backups.",
+            |l| gauge_count(l.foreign_folders),
+        ),
+        per_location(
+            "ferry_location_collision",
+            "1 while more than one cluster (or one other than sourceCluster) writes to the location: nothing new is \
+             materialized from it.",
+            |l| i64::from(!l.collision.is_empty()),
+        ),
+        per_location(
+            "ferry_location_last_refresh_timestamp_seconds",
+            "Unix time of the last successful refresh (0: never).",
+            |l| l.last_refresh_unix,
+        ),
+    ]);
+    ScrapeGauges(families)
 }
 
 /// Ready when at least one location has been read successfully (or none is configured): one bucket that is
@@ -124,7 +120,7 @@ pub fn render(status: &GetStatusResponse) -> String {
 /// desired sets, which are then marked incomplete (nothing is ever deleted on them); its health is in
 /// `ferry_location_healthy` and `ferry status`. Returns the reason when not ready.
 pub fn readiness(status: &GetStatusResponse) -> Result<(), String> {
-    let read = |l: &&crate::grpc::proto::LocationStatus| l.last_refresh_unix != 0;
+    let read = |l: &&LocationStatus| l.last_refresh_unix != 0;
     if status.locations.is_empty() || status.locations.iter().any(|l| read(&l)) {
         return Ok(());
     }
@@ -132,17 +128,17 @@ pub fn readiness(status: &GetStatusResponse) -> Result<(), String> {
     Err(format!("no location read yet: {}", names.join(", ")))
 }
 
-fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grpc::proto::LocationStatus;
+    use prometheus_client::registry::Registry;
+
+    fn render(status: &GetStatusResponse) -> String {
+        crate::exposition::render(&Registry::default(), gauges(status)).expect("encodes")
+    }
 
     #[test]
-    fn renders_clusters_and_locations() {
+    fn gauges_of_clusters_and_locations() {
         let status = GetStatusResponse {
             caller: String::new(),
             clusters: vec![ClusterStatus {
@@ -151,6 +147,7 @@ mod tests {
                 desired: 3,
                 applied: 2,
                 seconds_since_heartbeat: 4,
+                last_heartbeat_unix: 1_700_000_000,
                 refused_storage_locations: 1,
                 apis: Some(crate::grpc::proto::ClusterApis {
                     served: crate::grpc::convert::watched_types()
@@ -174,6 +171,9 @@ mod tests {
         assert!(text.contains("ferry_cluster_oadp{cluster=\"b\"} 0\n"), "{text}");
         assert!(text.contains("ferry_cluster_refused_storage_locations{cluster=\"b\"} 1\n"), "{text}");
         assert!(text.contains("ferry_cluster_missing_crds{cluster=\"b\"} 1\n"), "{text}");
+        assert!(text.contains("ferry_cluster_seconds_since_heartbeat{cluster=\"b\"} 4\n"), "{text}");
+        assert!(text.contains("ferry_cluster_last_heartbeat_timestamp_seconds{cluster=\"b\"} 1700000000\n"), "{text}");
+        assert!(text.contains("ferry_location_last_refresh_timestamp_seconds{location=\"sh\\\"ared\"} 0\n"), "{text}");
         assert_eq!(readiness(&status), Err("no location read yet: sh\"ared".into()));
     }
 

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod settings;
 pub mod status;
 pub mod status_page;
+pub mod telemetry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use crate::grpc::tls_acceptor::{AcceptLimits, ReloadingTls, incoming};
 use crate::plan::{ClusterState, PlanOptions, TemplateCache};
 use hub::{Hub, LocationState};
 pub use settings::Settings;
+use telemetry::ErrorKind;
 
 /// HTTP/2 streams one connection may have open at once.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 32;
@@ -258,15 +260,21 @@ async fn refresh_location(hub: Arc<Hub>, index: usize, loader: Loader, mut shutd
         let previous = hub.location(index).and_then(|l| l.catalog);
         let started = std::time::Instant::now();
         let outcome = loader.refresh(previous.as_deref()).await;
+        let elapsed = started.elapsed();
+        hub.telemetry.refreshed(&name, outcome.is_ok(), elapsed);
         match &outcome {
-            Ok(catalog) => tracing::debug!(
-                location = %name,
-                backups = catalog.backups.len(),
-                errors = catalog.errors.len(),
-                foreign_folders = catalog.foreign_folders.len(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "location refreshed"
-            ),
+            Ok(catalog) => {
+                // Counted here, where the previous catalog is at hand: a bad object counts once, not per refresh.
+                hub.telemetry.error(ErrorKind::BadObject, telemetry::new_bad_objects(previous.as_deref(), catalog));
+                tracing::debug!(
+                    location = %name,
+                    backups = catalog.backups.len(),
+                    errors = catalog.errors.len(),
+                    foreign_folders = catalog.foreign_folders.len(),
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    "location refreshed"
+                )
+            }
             Err(e) => {
                 tracing::warn!(location = %name, error = %e, "location refresh failed; keeping the previous catalog")
             }

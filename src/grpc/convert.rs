@@ -2,10 +2,15 @@
 //! content-hash version), and an agent's `InventoryItem` becomes a parsed inventory object — or a rejection
 //! naming what is wrong with it.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::proto::{ClusterApis, DesiredAction, DesiredItem, DesiredSet, InventoryItem, ObjectRef, ResourceType};
+use super::proto::{
+    ApplyOutcome, ClusterApis, DesiredAction, DesiredItem, DesiredSet, InventoryItem, ItemResult, ObjectRef,
+    ResourceType,
+};
 use crate::model::{Backup, InventoryObject, Kind, NonAdminBackup, PodVolumeBackup, ServedApis};
 use crate::plan::{Action, ClusterPlan, PlanItem, PlannedObject, Prerequisite};
 
@@ -66,6 +71,31 @@ pub fn served_apis(apis: Option<&ClusterApis>) -> ServedApis {
     }
 }
 
+/// An apply outcome as a metric label (the coordinator's and the agent's pages use the same names).
+pub fn outcome_label(outcome: ApplyOutcome) -> &'static str {
+    match outcome {
+        ApplyOutcome::Applied => "applied",
+        ApplyOutcome::Failed => "failed",
+        ApplyOutcome::Conflict => "conflict",
+        ApplyOutcome::Held => "held",
+        ApplyOutcome::Refused => "refused",
+        ApplyOutcome::Unspecified => "unknown",
+    }
+}
+
+/// The outcomes agents report, as [`outcome_label`]s (`unknown` is never reported by a current agent).
+pub const REPORTED_OUTCOMES: [&str; 5] = ["applied", "failed", "conflict", "held", "refused"];
+
+/// The items of an apply pass (or of an agent's report) by [`outcome_label`].
+pub fn outcome_counts(items: &[ItemResult]) -> BTreeMap<&'static str, u64> {
+    let mut counts = BTreeMap::new();
+    for item in items {
+        let outcome = ApplyOutcome::try_from(item.outcome).unwrap_or(ApplyOutcome::Unspecified);
+        *counts.entry(outcome_label(outcome)).or_default() += 1;
+    }
+    counts
+}
+
 /// The DesiredSet for a cluster's plan. `complete` is false when some location's catalog is missing or stale
 /// (see the proto); the version covers it, so a set that becomes complete is sent again.
 pub fn desired_set(plan: &ClusterPlan, complete: bool) -> DesiredSet {
@@ -92,7 +122,7 @@ fn object_sent(item: &PlanItem) -> Option<&PlannedObject> {
     }
 }
 
-/// DESIGN §4's apply order is Backup → PVBs → NAB: NAC counts a backup's PVBs into the NAB's status when it
+/// docs/design.md §4's apply order is Backup → PVBs → NAB: NAC counts a backup's PVBs into the NAB's status when it
 /// attaches, so a NAB also waits for every PVB of its backup that the set creates.
 fn nabs_wait_for_their_pvbs(items: &mut [DesiredItem]) {
     let applied =

@@ -31,6 +31,7 @@ use crate::bucket::Loader;
 use crate::coordinator::cluster::CheckedItems;
 use crate::coordinator::hub::{Hub, HubError, Published, SessionHandle};
 use crate::coordinator::legacy_volumes;
+use crate::coordinator::telemetry::{DeliveryClock, ErrorKind};
 use crate::plan::PlanOptions;
 
 /// The metadata key that carries the caller's identity when TLS is off (`--insecure-dev` only).
@@ -148,6 +149,7 @@ impl Federation for FederationService {
             delta_sets,
             sent: None,
             partial_snapshot: None,
+            delivery: DeliveryClock::default(),
         };
         tokio::spawn(session.run(inbound));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -221,6 +223,8 @@ struct SessionTask {
     sent: Option<Arc<DesiredSet>>,
     /// The chunks so far of a snapshot sent in chunks (`Snapshot.more`).
     partial_snapshot: Option<Snapshot>,
+    /// When the set last sent went out, until the agent reports results for it (`ferry_delivery_latency_seconds`).
+    delivery: DeliveryClock,
 }
 
 impl SessionTask {
@@ -229,6 +233,7 @@ impl SessionTask {
         match &end {
             End::AgentClosed => tracing::info!(cluster = %self.cluster, session = self.handle.id, "agent disconnected"),
             End::Error(status) => {
+                self.hub.telemetry.error(ErrorKind::Stream, 1);
                 tracing::warn!(cluster = %self.cluster, session = self.handle.id, error = %status.message(), "agent stream failed");
                 // Tell the agent why (e.g. a message over the size limit), if it still listens.
                 let _ = self.tx.send(Err(status.clone())).await;
@@ -307,6 +312,9 @@ impl SessionTask {
             let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet(part)) };
             self.tx.send(Ok(message)).await.map_err(|_| End::AgentClosed)?;
         }
+        // Timed from the last part being queued on the stream (tonic writes it as the agent reads): waiting for a
+        // slow agent to read it counts as delivery.
+        self.delivery.sent(&desired.version, std::time::Instant::now());
         Ok(())
     }
 
@@ -347,7 +355,12 @@ impl SessionTask {
             Some(AgentBody::Delta(delta)) => {
                 hub.delta(cluster, id, now, CheckedItems::of_delta(&delta.upserts), &delta.deletes)
             }
-            Some(AgentBody::ApplyResult(result)) => hub.apply_result(cluster, id, now, &result),
+            Some(AgentBody::ApplyResult(result)) => {
+                if let Some(latency) = self.delivery.reported(&result.desired_version, std::time::Instant::now()) {
+                    hub.telemetry.delivered(latency);
+                }
+                hub.apply_result(cluster, id, now, &result)
+            }
             Some(AgentBody::Apis(apis)) => {
                 tracing::info!(%cluster, served = ?apis.served.iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(),
                     missing = ?apis.missing_required, "cluster APIs changed");
@@ -368,6 +381,7 @@ impl SessionTask {
         }
         .map_err(replaced)?;
         if !ack.rejected.is_empty() {
+            hub.telemetry.error(ErrorKind::RejectedItem, ack.rejected.len() as u64);
             tracing::warn!(%cluster, of = %ack.of, rejected = ack.rejected.len(), first = %ack.rejected[0].reason, "inventory items rejected");
         }
         let message = CoordinatorMessage { body: Some(CoordinatorBody::Ack(ack)) };

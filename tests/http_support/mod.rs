@@ -5,12 +5,18 @@ use std::io::{Read, Write};
 
 /// `GET path` on `addr`: (status code, body).
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let (code, _, body) = http_response(addr, path);
+    (code, body)
+}
+
+/// `GET path` on `addr`: (status code, response head (status line and headers), body).
+pub fn http_response(addr: &str, path: &str) -> (u16, String, String) {
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).expect("timeout");
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("write");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read");
     let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (code, body)
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
+    (code, head.to_string(), body.to_string())
 }
