@@ -14,9 +14,8 @@ mod proc_status;
 use std::process::Command;
 use std::time::Instant;
 
-use ferry::dag::graph::EdgeKind;
 use ferry::dag::priorities::Priorities;
-use ferry::dag::{Graph, NodeId, Object, layers, traverse};
+use ferry::dag::{EdgeKind, Graph, NodeId, Object, layers, traverse};
 
 /// Workloads per namespace.
 const WORKLOADS: usize = 100;

@@ -33,7 +33,8 @@ const BUCKET_BACKUPS: usize = 100;
 const CHANGES: usize = 3;
 const REFRESH: Duration = Duration::from_millis(250);
 
-/// What the run turns on: the steps of issue 16, so that before and after are measured side by side.
+/// What the run turns on: the coordinator's scaling changes (shared templates, deltas; docs/performance.md), so
+/// that before and after are measured side by side.
 #[derive(Clone, Copy)]
 struct Variant {
     /// Objects built once per pass for all clusters (`coordinator.shareTemplates`), not per cluster.

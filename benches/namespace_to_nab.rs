@@ -1,5 +1,5 @@
-//! Namespace appears → NonAdminBackup listable, with 10,000 NAC backups in the bucket (issue 16). On the real test
-//! bed (kube-apiserver with Velero's CRDs and the NonAdminBackup CRD, MinIO): `ferry coordinator` and one
+//! Namespace appears → NonAdminBackup listable, with 10,000 NAC backups in the bucket (target: docs/design.md
+//! §7). On the real test bed (kube-apiserver with Velero's CRDs and the NonAdminBackup CRD, MinIO): `ferry coordinator` and one
 //! `ferry agent` (cluster `b`, over mTLS) as the binaries cargo built for this target — release under
 //! `cargo bench`. Tenant namespaces are created one at a time; for each, the time from the create call to its
 //! NAB (and its Velero Backup) arriving on a watch started beforehand, and the CPU the coordinator and the agent

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds MinIO once from the Go module proxy into $HOME/.cache/ferry-testbed/<version>/ and prints the binary's path.
-# A second run finds the cached binary and returns at once. Pinned per ../shared/reference/testbed.md §3.
+# A second run finds the cached binary and returns at once. Pinned per e2e/testbed/README.md §R3.
 set -euo pipefail
 MINIO_VERSION="${MINIO_VERSION:-v0.0.0-20260212201848-7aac2a2c5b7c}"
 cache="${FERRY_TESTBED_CACHE:-$HOME/.cache/ferry-testbed}/minio-${MINIO_VERSION}"

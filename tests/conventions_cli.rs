@@ -1,4 +1,4 @@
-//! The CLI's conventions (issue 17): shell completion, man pages, `-o yaml` wherever there is `-o json`,
+//! The CLI's conventions: shell completion, man pages, `-o yaml` wherever there is `-o json`,
 //! `--context`, exit codes, the log filter, the client config file.
 
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! Writer collisions on real sockets: agents of two clusters report their BSLs over mTLS; a read-write BSL of
 //! a cluster other than the location's sourceCluster stops the location for every cluster until it turns
-//! read-only (issue 15 point 4).
+//! read-only (docs/design.md §3 rule 6).
 
 #[path = "federation_support/mod.rs"]
 mod support;

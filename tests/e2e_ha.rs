@@ -1,4 +1,4 @@
-//! Two coordinator replicas with leader election on the real test bed (issue 17 part 1): one Lease on a real
+//! Two coordinator replicas with leader election on the real test bed: one Lease on a real
 //! kube-apiserver, both replicas reading the same MinIO bucket, B's agent given both addresses. Only the leader
 //! serves (the standby is not ready and refuses the agent); kill -9 the leader → the standby takes the Lease
 //! after it stood still for its duration, B's agent settles on it, nothing already applied is made again, and

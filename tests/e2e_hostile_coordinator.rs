@@ -1,4 +1,4 @@
-//! End to end on the real test bed (issue 13, point 4): a compromised coordinator. A test server speaks ferry's
+//! End to end on the real test bed (docs/design.md §6; threat model in docs/security.md): a compromised coordinator. A test server speaks ferry's
 //! protocol over mTLS with the coordinator's certificate and sends a real `ferry agent` (bound to deploy/'s
 //! least-privilege RBAC, on a real kube-apiserver with Velero's CRDs) a DesiredSet of hostile items next to one
 //! good one. The agent refuses each hostile item itself — REFUSED with the reason, a Warning Event, nothing

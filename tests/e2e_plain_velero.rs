@@ -1,5 +1,5 @@
-//! End to end on the real test bed (issue 12): a plain-Velero target. Cluster `b` has Velero's upstream CRDs
-//! and no OADP (no NonAdminBackup CRD), MinIO holds 20 Completed admin backups × 2 PVBs and two tenant (NAC)
+//! End to end on the real test bed: a plain-Velero target (docs/design.md §3 rule 7). Cluster `b` has Velero's
+//! upstream CRDs and no OADP (no NonAdminBackup CRD), MinIO holds 20 Completed admin backups × 2 PVBs and two tenant (NAC)
 //! backups, and `ferry coordinator` plus the agent of `b` run over mTLS with deploy/'s least-privilege RBAC.
 //!
 //! 0. b's BSL is read-write at first: b gets nothing (its Velero could delete a's backups), every backup is

@@ -1,4 +1,4 @@
-//! End to end on the real test bed (issue 15 point 1): guarded retirement, `retirement.mode: delete`, on two
+//! End to end on the real test bed: guarded retirement (docs/design.md §3 rule 5), `retirement.mode: delete`, on two
 //! real kube-apiservers and MinIO, the agent with deploy/'s RBAC.
 //!
 //! 1. An admin backup (2 PVBs) and a tenant backup (NAC, 2 PVBs) arrive on b, beside objects ferry must never

@@ -1,4 +1,4 @@
-//! End to end on the real test bed (issue 17 part 2): the coordinator's web status page, read by a real
+//! End to end on the real test bed: the coordinator's web status page, read by a real
 //! headless Chromium. MinIO holds an admin backup (materialized on `b`) and a tenant backup whose NAC marks
 //! claim team-a while it holds team-b (refused: tampered ownership); `ferry coordinator` with
 //! `--status-page-listen 127.0.0.1:0` and both agents run over mTLS. Chromium loads the page, lets its script

@@ -1,4 +1,4 @@
-//! End to end on the real test bed (issue 5): two kube-apiservers with Velero's upstream CRDs and the
+//! End to end on the real test bed: two kube-apiservers with Velero's upstream CRDs and the
 //! NonAdminBackup CRD, a real MinIO, `ferry coordinator` and one `ferry agent` per cluster (each agent with a
 //! client certificate bound to deploy/'s least-privilege ClusterRole), everything checked through the API
 //! with kube-rs. The bucket is written the way Velero lays it out (ferry's fixture writer).

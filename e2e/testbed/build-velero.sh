@@ -7,7 +7,7 @@
 #   FERRY_TESTBED_VELERO_PLUGIN_DIR  velero-<version>/plugins/ (only velero-plugin-for-aws, as `--plugin-dir` wants)
 #
 # Used as the baseline of benches/time_to_visible.rs. A second run finds both binaries and returns at once. Recipe:
-# /work/shared/reference/testbed.md §4 and §7 (~2.5 min + ~2 min on 2 cores from cold Go caches).
+# e2e/testbed/README.md §R4 and §R7 (~2.5 min + ~2 min on 2 cores from cold Go caches).
 set -euo pipefail
 VELERO_VERSION="${VELERO_VERSION:-v1.18.3}"
 VELERO_AWS_PLUGIN_VERSION="${VELERO_AWS_PLUGIN_VERSION:-v1.14.3}"

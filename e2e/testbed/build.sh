@@ -14,7 +14,7 @@
 #
 # The parts build concurrently, under `nice -n 19`. The first run takes ~10-20 min on 2 cores (see README.md);
 # a second run finds everything cached and returns at once. Recipe and pinned versions:
-# /work/shared/reference/testbed.md §1-§5. A version is part of its directory's name, so bumping one rebuilds it;
+# e2e/testbed/README.md §R1–§R5. A version is part of its directory's name, so bumping one rebuilds it;
 # the CRD directory's name also carries a hash of e2e/testbed/crds/{go.mod,go.sum,main.go}.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -51,7 +51,7 @@ build_kube() {
   mkdir -p "$work"
   cd "$work"
   # k8s.io/kubernetes replaces its staging modules (k8s.io/api, k8s.io/apiserver, ...) by ./staging/src/...; a module
-  # that requires it must replace each of them by its published version instead (testbed.md §1).
+  # that requires it must replace each of them by its published version instead (e2e/testbed/README.md §R1).
   gomod="$(go_ mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
   [ -f "$gomod" ] || { echo "no go.mod for k8s.io/kubernetes@$KUBE_VERSION" >&2; return 1; }
   staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*#\1#p' "$gomod")"

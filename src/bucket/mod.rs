@@ -3,6 +3,7 @@
 pub mod credentials;
 pub mod list;
 pub mod load;
+#[cfg(any(test, feature = "test-support"))]
 pub mod metered;
 pub mod resources;
 pub mod store;

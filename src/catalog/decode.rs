@@ -1,6 +1,5 @@
 //! Bytes from a bucket → typed objects. Pure: no IO, every failure says what was wrong.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 
 use flate2::read::MultiGzDecoder;
@@ -11,6 +10,9 @@ use crate::model::compressed_json::compact;
 use crate::model::names::invalid_object_name;
 use crate::model::object::view_from_json_text;
 use crate::model::{Backup, Kind, Object, PodVolumeBackup};
+
+/// `<name>-resource-list.json.gz`: its format (and the objects it names) is [`crate::dag::resource_list`]'s.
+pub use crate::dag::resource_list::ResourceList;
 
 /// What decompressing one bucket object may cost: a gzip bomb (a few KB that inflate to gigabytes) is refused
 /// by its ratio long before it could exhaust memory, and anything by the absolute cap.
@@ -149,9 +151,6 @@ struct NameOnlyMeta {
     #[serde(default)]
     name: String,
 }
-
-/// `<name>-resource-list.json.gz`: `"<group>/<version>/<Kind>"` (core: `"v1/Pod"`) → `["ns/name" | "name"]`.
-pub type ResourceList = BTreeMap<String, Vec<String>>;
 
 pub fn resource_list(bytes: &[u8], limits: &DecodeLimits) -> Result<ResourceList, DecodeError> {
     let value = gzip_json(bytes, limits)?;

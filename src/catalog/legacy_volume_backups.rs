@@ -1,6 +1,6 @@
 //! Legacy volume backups: backups written before Velero stored PVB files (`<name>-podvolumebackups.json.gz`)
 //! name their file-system volume snapshots only in `snapshot.velero.io/<volume>` annotations (value: the snapshot
-//! ID) of the Pods inside the tarball (velero.md §6). Velero's restore falls back to them for a pod that no
+//! ID) of the Pods inside the tarball (docs/upstream.md §V6). Velero's restore falls back to them for a pod that no
 //! PodVolumeBackup matches, so they are shown, never turned into PodVolumeBackups.
 //!
 //! Pure: a tarball's bytes in, the annotations out. The whole stream is held to [`DecodeLimits`] (a gzip bomb
@@ -16,7 +16,8 @@ use flate2::read::MultiGzDecoder;
 use serde::{Deserialize, Serialize};
 
 use super::decode::DecodeLimits;
-use crate::dag::tarball::{ItemError, ItemPath, MAX_ITEM_BYTES, item_path};
+use crate::dag::tarball::{ItemError, MAX_ITEM_BYTES};
+use crate::dag::tarball_layout::{ItemPath, item_path};
 
 /// Velero's `podAnnotationPrefix` (`pkg/podvolume/util.go`); the rest of the key is the volume name.
 pub const SNAPSHOT_ANNOTATION_PREFIX: &str = "snapshot.velero.io/";

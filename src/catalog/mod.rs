@@ -1,6 +1,8 @@
 //! The catalog: what a location (a bucket + prefix in Velero's layout) holds, as typed backups.
 //!
-//! Pure: decoding and the refresh bookkeeping live here; reading the bucket is `crate::bucket`'s job.
+//! Pure: decoding and the refresh bookkeeping live here; reading the bucket is `crate::bucket`'s job. The formats
+//! inside a backup (the tarball's layout, the resource list) are `crate::dag`'s, which never depends back on the
+//! catalog.
 
 pub mod absence;
 pub mod decode;

@@ -1,5 +1,5 @@
 //! `ferry graph <backup>`: the dependency graph of one backup, in restore order (Kahn layers), with what each
-//! object waits on, the seed's hold-and-retry summary, and everything the graph refused or could not resolve.
+//! object waits on, the hold-and-retry summary (docs/design.md §4), and everything the graph refused or could not resolve.
 //! A user rule that would close a cycle makes the command fail, after printing the graph it could build.
 //! `ferry plan --backup` shows the same objects and findings through [`objects_output`], [`objects_table`] and
 //! [`report_sections`].

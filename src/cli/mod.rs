@@ -8,6 +8,7 @@ pub mod completion;
 pub mod coordinator;
 pub mod describe;
 pub mod exit;
+#[cfg(feature = "test-support")]
 pub mod fixture;
 pub mod graph;
 pub mod inventory_files;
@@ -65,7 +66,8 @@ pub enum Command {
     Completion(completion::CompletionArgs),
     /// Man pages (roff): the top-level page on stdout, or one per command into --out.
     Man(completion::ManArgs),
-    /// Test fixtures (for tests, demos and benchmarks).
+    /// Test fixtures (for tests, demos and benchmarks; only in builds with the test-support feature).
+    #[cfg(feature = "test-support")]
     #[command(hide = true, subcommand)]
     Fixture(fixture::FixtureCommand),
 }
@@ -83,6 +85,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Overlap(args) => overlap::run(args).await,
         Command::Completion(args) => completion::completion(args),
         Command::Man(args) => completion::man(args),
+        #[cfg(feature = "test-support")]
         Command::Fixture(command) => fixture::run(command).await,
     }
 }

@@ -1,5 +1,5 @@
 //! ferry's configuration file (YAML). Unknown keys are errors naming the key; relative paths resolve from the
-//! file's folder. See DESIGN §8 and `docs/configuration.md`.
+//! file's folder. See docs/design.md §8 and `docs/configuration.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -110,7 +110,7 @@ pub struct ClusterConfig {
     /// Location name → the BSL on this cluster that reads it (also grants the location).
     #[serde(default)]
     pub storage_locations: BTreeMap<String, String>,
-    /// The locations this cluster reads (DESIGN §3 rule 6): the config grants them, not the BSLs an agent
+    /// The locations this cluster reads (docs/design.md §3 rule 6): the config grants them, not the BSLs an agent
     /// reports. `storageLocations` keys are granted too.
     #[serde(default)]
     pub locations: Vec<String>,

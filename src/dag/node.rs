@@ -60,7 +60,7 @@ impl Object {
             group: group.into(),
             version: version.into(),
             kind: kind.into(),
-            resource: super::references::resource_of_kind(group, kind),
+            resource: super::kinds::resource_of_kind(group, kind),
             namespace: namespace.into(),
             name: name.into(),
             ..Default::default()

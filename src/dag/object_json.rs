@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::kinds::resource_of_kind;
 use super::node::{CrdDefinition, Object, OwnerRef};
 use super::references;
 
@@ -66,7 +67,7 @@ pub fn from_value(value: &Value, resource: Option<&str>) -> Result<Object, Objec
         })
         .flatten();
     Ok(Object {
-        resource: resource.map(str::to_string).unwrap_or_else(|| references::resource_of_kind(group, kind)),
+        resource: resource.map(str::to_string).unwrap_or_else(|| resource_of_kind(group, kind)),
         references: references::extract(group, kind, namespace, value),
         group: group.into(),
         version: version.into(),

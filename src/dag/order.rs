@@ -13,25 +13,8 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use super::graph::{Graph, NodeId};
-
-/// Which nodes Kahn's algorithm finishes (the rest are on or behind a cycle).
-pub fn kahn_done(graph: &Graph) -> Vec<bool> {
-    let total = graph.node_count();
-    let mut waiting: Vec<u32> = (0..total as NodeId).map(|v| graph.dependency_count(v) as u32).collect();
-    let mut queue: VecDeque<NodeId> = (0..total as NodeId).filter(|v| waiting[*v as usize] == 0).collect();
-    let mut done = vec![false; total];
-    while let Some(v) = queue.pop_front() {
-        done[v as usize] = true;
-        for &c in graph.dependents(v) {
-            waiting[c as usize] -= 1;
-            if waiting[c as usize] == 0 {
-                queue.push_back(c);
-            }
-        }
-    }
-    done
-}
+use super::edge::NodeId;
+use super::graph::Graph;
 
 /// Objects by layer, plus those that never became ready.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

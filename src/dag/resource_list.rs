@@ -2,8 +2,13 @@
 //! [`Object`]s: the fallback when a backup has no tarball. No uids or specs, so only namespace and CRD edges
 //! (and rules, priorities) apply; a CRD's kind is unknown, so a custom resource waits for every CRD of its group.
 
+use std::collections::BTreeMap;
+
 use super::node::{CrdDefinition, Object};
-use crate::catalog::decode::ResourceList;
+
+/// `<name>-resource-list.json.gz`: `"<group>/<version>/<Kind>"` (core: `"v1/Pod"`) → `["ns/name" | "name"]`.
+/// Decoded from the bucket's bytes by `catalog::decode::resource_list`.
+pub type ResourceList = BTreeMap<String, Vec<String>>;
 
 /// Entries that cannot be read are returned as errors next to the objects (`kind key`, reason).
 pub fn objects(list: &ResourceList) -> (Vec<Object>, Vec<(String, String)>) {

@@ -1,10 +1,6 @@
 //! A backup tarball (`<name>.tar.gz`) → [`Object`]s, streaming (flate2 + tar) over any `impl Read`, so a
-//! multi-gigabyte backup is never held in memory whole.
-//!
-//! Layout (velero.md §2): items are at `resources/<resource.group>/namespaces/<ns>/<name>.json` or
-//! `resources/<resource.group>/cluster/<name>.json`. Velero writes each preferred-version item a second time under
-//! `<version>-preferredversion/`, and other versions under `<version>/` with `EnableAPIGroupVersions`; those are
-//! copies of the same objects and are skipped (as Velero's restore-side `archive.Parse` does).
+//! multi-gigabyte backup is never held in memory whole. Where items are, and which entries are copies of them
+//! (skipped, as Velero's restore-side `archive.Parse` does), is [`super::tarball_layout`]'s.
 
 use std::io::Read;
 
@@ -13,6 +9,7 @@ use serde::Serialize;
 
 use super::node::Object;
 use super::object_json;
+use super::tarball_layout::{FORMAT_VERSION_PATH, ItemPath, item_path};
 
 /// Items larger than this are reported and skipped (a Kubernetes object is at most ~1.5 MiB in etcd).
 pub const MAX_ITEM_BYTES: u64 = 16 * 1024 * 1024;
@@ -40,39 +37,6 @@ pub struct TarballContents {
     pub format_version: Option<String>,
 }
 
-/// Where an entry is in the tarball's layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ItemPath<'p> {
-    Item {
-        resource: &'p str,
-        namespace: &'p str,
-        name: &'p str,
-    },
-    /// A version directory's copy of an item.
-    Copy,
-    /// Not under `resources/` (metadata, …) or not an item.
-    Other,
-}
-
-/// Parses an entry path; `None` for a path under `resources/` that fits no layout.
-pub fn item_path(path: &str) -> Option<ItemPath<'_>> {
-    let Some(rest) = path.strip_prefix("resources/") else { return Some(ItemPath::Other) };
-    let parts: Vec<&str> = rest.split('/').collect();
-    match parts.as_slice() {
-        [resource, "namespaces", ns, file] if !resource.is_empty() && !ns.is_empty() => item(resource, ns, file),
-        [resource, "cluster", file] if !resource.is_empty() => item(resource, "", file),
-        [_, _version, "namespaces", _, _] | [_, _version, "cluster", _] => Some(ItemPath::Copy),
-        // Directory entries some tar writers add.
-        [_] | [_, ""] | [_, _, ""] | [_, _, _, ""] => Some(ItemPath::Other),
-        _ => None,
-    }
-}
-
-fn item<'p>(resource: &'p str, namespace: &'p str, file: &'p str) -> Option<ItemPath<'p>> {
-    let name = file.strip_suffix(".json").filter(|n| !n.is_empty())?;
-    Some(ItemPath::Item { resource, namespace, name })
-}
-
 /// Reads every item of a gzip tarball. A corrupt stream is an error; a bad item is reported and skipped.
 pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
     let mut archive = tar::Archive::new(MultiGzDecoder::new(reader));
@@ -92,7 +56,7 @@ pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
             }
         };
         let size = entry.header().size().unwrap_or(u64::MAX);
-        if path == "metadata/version" && size < 64 {
+        if path == FORMAT_VERSION_PATH && size < 64 {
             let mut text = String::new();
             if entry.read_to_string(&mut text).is_ok() {
                 out.format_version = Some(text.trim().to_string());
@@ -164,31 +128,6 @@ mod tests {
         let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
         enc.write_all(bytes).unwrap();
         enc.finish().unwrap()
-    }
-
-    #[test]
-    fn item_paths() {
-        let cases: &[(&str, Option<ItemPath<'_>>)] = &[
-            (
-                "resources/pods/namespaces/a/p.json",
-                Some(ItemPath::Item { resource: "pods", namespace: "a", name: "p" }),
-            ),
-            (
-                "resources/persistentvolumes/cluster/pv-1.json",
-                Some(ItemPath::Item { resource: "persistentvolumes", namespace: "", name: "pv-1" }),
-            ),
-            ("resources/pods/v1-preferredversion/namespaces/a/p.json", Some(ItemPath::Copy)),
-            ("resources/deployments.apps/v1beta1/namespaces/a/d.json", Some(ItemPath::Copy)),
-            ("resources/pods/v1-preferredversion/cluster/x.json", Some(ItemPath::Copy)),
-            ("metadata/version", Some(ItemPath::Other)),
-            ("resources/pods/", Some(ItemPath::Other)),
-            ("resources/pods/namespaces/a/p.yaml", None),
-            ("resources/pods/namespaces/a/.json", None),
-            ("resources/pods/elsewhere/a/b/c/d.json", None),
-        ];
-        for (path, expected) in cases {
-            assert_eq!(&item_path(path), expected, "{path}");
-        }
     }
 
     #[test]

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use super::graph::{EdgeKind, Graph, NodeId};
+use super::edge::{EdgeKind, NodeId};
+use super::graph::Graph;
 use super::node::Object;
 use super::order::{layers, traverse};
 use super::priorities::Priorities;

@@ -32,7 +32,7 @@ impl Backoff {
 }
 
 impl Default for Backoff {
-    /// 200 ms doubling to 30 s (issue 4's maximum).
+    /// 200 ms doubling to 30 s.
     fn default() -> Self {
         Self::new(Duration::from_millis(200), Duration::from_secs(30))
     }

@@ -111,7 +111,7 @@ impl BackupPhase {
 
     /// Phases in which the main backup is done but plugin operations or finalization still run. Velero's sync
     /// skips these until `status.expiration` passes, then syncs them as PartiallyFailed so GC can remove them
-    /// (`backup_sync_controller.go`, reference velero.md §5 step 6c).
+    /// (`backup_sync_controller.go`, docs/upstream.md §V5 step 6c).
     pub fn is_finishing(self) -> bool {
         matches!(
             self,

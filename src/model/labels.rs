@@ -1,7 +1,7 @@
 //! Every label and annotation key ferry reads or writes, in one place.
 //!
 //! Velero's keys come from `pkg/apis/velero/v1/labels_annotations.go`, NAC's from
-//! `internal/common/constant/constant.go` (see `shared/reference/velero.md` §3 and `oadp.md` §0).
+//! `internal/common/constant/constant.go` (see docs/upstream.md §V3 and §O0).
 
 // === Velero ===
 
@@ -85,8 +85,3 @@ pub const READ_KEYS: &[&str] = &[
     FERRY_SOURCE_PREFIX,
     FERRY_BACKUP_UID,
 ];
-
-/// True when `labels` carry ferry's ownership mark.
-pub fn is_ferry_managed(labels: &super::string_map::StringMap) -> bool {
-    labels.get(FERRY_MANAGED_BY) == Some(FERRY_MANAGED_BY_VALUE)
-}

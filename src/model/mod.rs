@@ -10,6 +10,7 @@ pub mod meta;
 pub mod names;
 pub mod non_admin_backup;
 pub mod object;
+pub mod ownership;
 pub mod pod_volume_backup;
 pub mod provenance;
 pub mod served_apis;

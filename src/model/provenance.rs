@@ -20,7 +20,7 @@ pub struct Provenance {
 impl Provenance {
     /// The provenance of a ferry-made object, or `None` when it is not ferry's or any mark is missing.
     pub fn of(meta: &ObjectMeta) -> Option<Provenance> {
-        if !labels::is_ferry_managed(&meta.labels) {
+        if !super::ownership::is_ferry_managed(&meta.labels) {
             return None;
         }
         let get = |key| meta.annotation(key).map(str::to_string);

@@ -44,7 +44,7 @@ pub fn is_granted(cluster: &ClusterState, location: &Location) -> bool {
     cluster.granted_locations.contains(&location.name)
 }
 
-/// DESIGN §3 rule 6, for a cluster that has a BSL on the location: it reads the location only if the config
+/// docs/design.md §3 rule 6, for a cluster that has a BSL on the location: it reads the location only if the config
 /// grants it, and — when another cluster writes there — only through a `ReadOnly` BSL. A read-write BSL (the
 /// default when `accessMode` is unset) lets the reader's Velero delete the writer's data: its GC of expired
 /// backups, `velero backup delete`, or a tenant's NAB `deleteBackup: true` (velero #5509, #375).

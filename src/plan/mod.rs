@@ -1,5 +1,5 @@
 //! The desired state per cluster: from the catalog and every cluster's inventory, the exact objects each
-//! target must get (DESIGN §3 rules 1–4). Pure and deterministic: same inputs, same plan, byte for byte.
+//! target must get (docs/design.md §3 rules 1–7). Pure and deterministic: same inputs, same plan, byte for byte.
 
 pub mod binding;
 pub mod collision;
@@ -125,7 +125,7 @@ pub struct ClusterState {
     /// Location name → the BSL on this cluster that reads it, where config names it explicitly.
     pub storage_locations: BTreeMap<String, String>,
     /// The locations the config grants this cluster (`clusters[].locations` and `storageLocations` keys): it
-    /// reads no other, whatever BSLs its agent reports (DESIGN §3 rule 6).
+    /// reads no other, whatever BSLs its agent reports (docs/design.md §3 rule 6).
     pub granted_locations: BTreeSet<String>,
     /// Config opt-out of the read-only rule: this cluster may read other clusters' locations through read-write
     /// BSLs (its Velero could then delete the writer's backups).

@@ -1,4 +1,4 @@
-//! DESIGN §3 rule 3 (and the NAC consequences of rule 4): a tenant's backup on the target, as a
+//! docs/design.md §3 rule 3 (and the NAC consequences of rule 4): a tenant's backup on the target, as a
 //! NonAdminBackup in the namespace mapped from its origin, in the shape NAC treats as *synced*.
 
 use serde_json::{Map, Value, json};
@@ -71,7 +71,7 @@ pub fn plan_tenant_backup(
     // Only a NAB in the backup's own (mapped) namespace counts as done: one in any other namespace would let a
     // tenant block another tenant's backup by labelling a NAB of their own. Such a claim is reported instead.
     let done = referring.iter().any(|n| n.namespace() == target_ns);
-    // Ferry's own NABs of this backup that no longer match (DESIGN §3 rule 4: create-only, report drift). They
+    // Ferry's own NABs of this backup that no longer match (docs/design.md §3 rule 4: create-only, report drift). They
     // are never re-applied: each is reported once, in place of any other item about it.
     let made_by_ferry = |n: &Object<NonAdminBackup>| {
         let meta = n.meta();
@@ -125,7 +125,7 @@ pub fn plan_tenant_backup(
         return items;
     }
 
-    // Decision (issue 14.7): a NAB whose PVBs are unreadable is held, not created. A NonAdminRestore from it
+    // Decision (docs/design.md §3 rule 3): a NAB whose PVBs are unreadable is held, not created. A NonAdminRestore from it
     // would bring the tenant's volumes back empty without a word; an admin sees why in status. The Backup CR
     // waits with it (NAC deletes a NAC Backup without its NAB), and both follow once the file is readable.
     if !done && let Some(error) = &entry.pod_volume_backups_error {
@@ -167,7 +167,7 @@ pub fn plan_tenant_backup(
     items
 }
 
-/// DESIGN §3 rule 7: a tenant backup on a cluster that serves no NonAdminBackups (plain Velero, no OADP)
+/// docs/design.md §3 rule 7: a tenant backup on a cluster that serves no NonAdminBackups (plain Velero, no OADP)
 /// becomes what an admin can restore: its Backup CR and PVBs, shaped exactly as on an OADP cluster (origin
 /// namespace mapped), whether or not the tenant namespace exists there. No NAC runs on such a cluster, so
 /// no garbage collector deletes a NAC Backup without its NAB (the coupling of rule 4 does not apply), and

@@ -1,4 +1,4 @@
-//! DESIGN §3 rule 2: the backup's PodVolumeBackups on the target, owned by the target's Backup UID.
+//! docs/design.md §3 rule 2: the backup's PodVolumeBackups on the target, owned by the target's Backup UID.
 
 use serde_json::Value;
 
@@ -85,7 +85,7 @@ pub fn plan(target: &Target<'_>, entry: &CatalogBackup, state: &BackupState) -> 
     items
 }
 
-/// DESIGN §3 rule 6: what a PVB from the bucket must be before it may reach a cluster. An unfinished PVB is
+/// docs/design.md §3 rule 6: what a PVB from the bucket must be before it may reach a cluster. An unfinished PVB is
 /// work for the target's node-agent; one whose pod is outside the backup's namespaces would let a (tenant's)
 /// backup carry another namespace's volume data into a restore. `None` when it may cross.
 pub fn refusal(entry: &CatalogBackup, pvb: &Object<PodVolumeBackup>) -> Option<String> {

@@ -1,4 +1,4 @@
-//! DESIGN §3 rule 5, guarded retirement: what ferry made from a backup that its location no longer holds (or
+//! docs/design.md §3 rule 5, guarded retirement: what ferry made from a backup that its location no longer holds (or
 //! through a BSL that now points elsewhere) is retired — NAB first, then the Backup CR and PVBs — but only
 //! under every guard at once:
 //! - the object carries ferry's label and a whole [`Provenance`] (never a user's, Velero's or NAC's object);

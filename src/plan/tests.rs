@@ -1,4 +1,4 @@
-//! Table tests: one case or table per rule of DESIGN §3, on hand-built objects.
+//! Table tests: one case or table per rule of docs/design.md §3, on hand-built objects.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -456,7 +456,7 @@ fn rule4_a_velero_synced_backup_with_the_source_origin_blocks_a_mapped_nab() {
     assert_eq!(summary(&items), [(Action::Conflict, "NonAdminBackup", "team-a-dr", "nightly")]);
     let reason = items[0].reason.as_deref().unwrap();
     assert!(reason.contains("origin namespace \"team-a\""), "{reason}");
-    // Issue 14.2: named for what it is, with the fix.
+    // The conflict names Velero's sync and the fix.
     assert!(reason.contains("Velero's own backup sync on cluster-b") && reason.contains("BSL \"b-bsl\""), "{reason}");
     assert!(reason.contains("--backup-sync-period=0"), "{reason}");
 
@@ -718,7 +718,7 @@ fn plans_are_deterministic() {
     assert_eq!(one, two);
 }
 
-// === Issue 14.7: an unusable PVB file costs the PVBs only ===
+// === An unusable PVB file costs the PVBs only (docs/design.md §3 rules 2–3) ===
 
 fn with_unusable_pvb_file(entry: Arc<CatalogBackup>) -> Arc<CatalogBackup> {
     let mut entry = CatalogBackup::clone(&entry);
@@ -761,7 +761,7 @@ fn an_unusable_pvb_file_holds_a_tenants_nab_and_with_it_the_backup_cr() {
     assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", NACUUID)]);
 }
 
-// === Issue 14.3: drift of ferry's own NABs is reported, never re-applied ===
+// === Drift of ferry's own NABs is reported, never re-applied ===
 
 fn ferry_nab(namespace: &str, sync_label: Option<&str>) -> Value {
     let mut labels_map = json!({labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE});
@@ -811,7 +811,7 @@ fn drift_of_a_ferry_nab_is_reported_with_its_reason_and_nothing_is_re_applied() 
     assert!(!items.iter().any(|i| i.reason.as_deref().is_some_and(|r| r.contains("claims backup"))), "{items:#?}");
 }
 
-// === Issue 16: objects built once per pass, shared by every cluster that gets the same ===
+// === Objects built once per pass, shared by every cluster that gets the same ===
 
 #[test]
 fn clusters_that_get_the_same_object_share_one_copy_and_others_get_their_own() {

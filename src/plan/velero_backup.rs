@@ -1,10 +1,10 @@
-//! DESIGN §3 rule 1: the Velero Backup CR on the target, bound to the target's own BSL.
+//! docs/design.md §3 rule 1: the Velero Backup CR on the target, bound to the target's own BSL.
 
 use serde_json::Value;
 
 use crate::catalog::CatalogBackup;
 use crate::model::names::velero_label_value;
-use crate::model::{Backup, Kind, Object, labels};
+use crate::model::{Backup, Kind, Object, labels, ownership};
 use crate::resolve::Tenant;
 
 use super::object_template::{for_target, metadata_mut, set_annotation, set_label, set_spec};
@@ -96,7 +96,7 @@ pub fn plan(
 fn is_same_backup(existing: &Object<Backup>, target: &Target<'_>, entry: &CatalogBackup) -> bool {
     let meta = existing.meta();
     let from_bsl = existing.view.spec.storage_location == target.bsl.name();
-    let ferry_from_here = labels::is_ferry_managed(&meta.labels)
+    let ferry_from_here = ownership::is_ferry_managed(&meta.labels)
         && meta.annotation(labels::FERRY_SOURCE_LOCATION) == Some(target.location.name.as_str());
     let nacuuid = entry.backup.meta().label(labels::NAB_ORIGIN_NACUUID);
     let same_nacuuid = nacuuid.is_some() && meta.label(labels::NAB_ORIGIN_NACUUID) == nacuuid;

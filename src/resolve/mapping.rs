@@ -1,5 +1,5 @@
 //! Namespace mapping per (source cluster, target cluster): identity by default, explicit pairs, and a prefix
-//! rewrite; explicit pairs win. A mapping into a protected namespace is refused (DESIGN §6).
+//! rewrite; explicit pairs win. A mapping into a protected namespace is refused (docs/design.md §6).
 
 use std::collections::{BTreeMap, BTreeSet};
 

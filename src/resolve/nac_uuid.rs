@@ -1,5 +1,5 @@
 //! NAC's object names: `GenerateNacObjectUUID(namespace, name)` builds `<namespace>-<name>-<uuid>` (a v4 UUID)
-//! in at most 63 characters (oadp.md §2.1), and ferry checks a backup's NACUUID against it exactly — a NACUUID
+//! in at most 63 characters (docs/upstream.md §O2.1), and ferry checks a backup's NACUUID against it exactly — a NACUUID
 //! that was not generated for its origin namespace and name means the ownership marks were edited.
 
 use crate::model::names::cut;

@@ -1,5 +1,5 @@
 //! Ownership of a backup: admin backups have no tenant; NAC backups belong to their origin namespace, and
-//! only if every NAC mark agrees with the others and with what the backup contains (DESIGN §3 rule 3).
+//! only if every NAC mark agrees with the others and with what the backup contains (docs/design.md §3 rule 3).
 
 use crate::model::labels;
 use crate::model::names::{invalid_namespace_name, invalid_object_name};

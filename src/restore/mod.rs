@@ -1,6 +1,6 @@
 //! `ferry restore`: for a tenant backup whose namespace was mapped (`a` on the source → `b` on the target),
 //! NAC's NonAdminRestore cannot restore it — it forbids `namespaceMapping` and forces `includedNamespaces` to
-//! the NAR's own namespace (DESIGN §3 rule 4) — so ferry creates a Velero Restore with `namespaceMapping
+//! the NAR's own namespace (docs/design.md §3 rule 4) — so ferry creates a Velero Restore with `namespaceMapping
 //! {a: b}` instead, with admin credentials. Pure: from the Backup CR on the target and the mapping config to
 //! the Restore to create.
 
@@ -56,7 +56,7 @@ pub fn plan_restore(
     let [source_namespace] = namespaces.as_slice() else {
         return Err(RestoreError::NotOneNamespace { backup: name, namespaces });
     };
-    // The mapping config decides, and is checked again here (protected namespaces: DESIGN §6).
+    // The mapping config decides, and is checked again here (protected namespaces: docs/design.md §6).
     let target_namespace = mappings
         .target_namespace(source_cluster, target, source_namespace)
         .map_err(|refusal| RestoreError::Refused(refusal.0))?;

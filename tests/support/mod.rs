@@ -41,7 +41,7 @@ pub async fn delete_all(store: &Store, keys: &[String]) {
     }
 }
 
-/// Bodies shaped like the ones Velero v1.18 writes (reference `velero.md` §1.2, §3, §4). Built here rather than
+/// Bodies shaped like the ones Velero v1.18 writes (docs/upstream.md §V1.2, §V3, §V4). Built here rather than
 /// with `ferry::fixture`, so that these tests check ferry against an independent writer.
 pub mod velero {
     use std::io::Write;

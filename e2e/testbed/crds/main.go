@@ -3,7 +3,7 @@
 //   - the upstream Velero CRDs, exactly as the Velero module pinned in go.mod embeds them
 //     (packages config/crd/v1/crds and config/crd/v2alpha1/crds), and
 //   - a NonAdminBackup CRD (oadp.openshift.io/v1alpha1) written from docs of OADP's non-admin controller
-//     (shared reference oadp.md §1), because OADP's own CRD module is not obtainable here. Its spec.backupSpec
+//     (docs/upstream.md §O1.2), because OADP's own CRD module is not obtainable here. Its spec.backupSpec
 //     and the Velero parts of its status are the schemas taken from the Velero CRDs above, so they can never
 //     drift from the Velero version in use. The spec is strict (no preserve-unknown-fields): a wrongly shaped
 //     NAB is rejected as on a real cluster.
@@ -176,7 +176,7 @@ func enum(values ...string) []apiextv1.JSON {
 	return out
 }
 
-// nonAdminBackup is the NonAdminBackup CRD of OADP's non-admin controller (oadp.md §1.2).
+// nonAdminBackup is the NonAdminBackup CRD of OADP's non-admin controller (docs/upstream.md §O1.2).
 func nonAdminBackup(crds []*apiextv1.CustomResourceDefinition) (*apiextv1.CustomResourceDefinition, error) {
 	backupSpec, err := property(crds, "backups", "spec")
 	if err != nil {
