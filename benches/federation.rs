@@ -11,8 +11,8 @@ mod proc_status;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use ferry::agent::client::{AgentClient, AgentConfig};
 use ferry::fixture::{self, FixtureSpec};
-use ferry::grpc::agent_client::{AgentClient, AgentConfig};
 use ferry::grpc::backoff::Backoff;
 use ferry::grpc::certs::{self, CertsSpec, Validity};
 use ferry::grpc::convert::{inventory_item, watched_types};

@@ -7,8 +7,8 @@ mod support;
 use std::time::{Duration, Instant, SystemTime};
 
 use ferry::coordinator::Settings;
-use ferry::coordinator::cluster::{Liveness, ObjectKey};
-use ferry::grpc::convert::{inventory_item, watched_types};
+use ferry::coordinator::cluster::Liveness;
+use ferry::grpc::convert::{ObjectKey, inventory_item, watched_types};
 use ferry::grpc::proto::{
     AgentMessage, ApplyOutcome, ApplyResult, CoordinatorMessage, DesiredAction, DesiredSet, GetStatusRequest, Hello,
     InventoryItem, ItemResult, PlanRequest, Resync, Snapshot,
@@ -428,7 +428,7 @@ async fn what_an_agent_says_its_cluster_serves_decides_whether_it_gets_non_admin
         apis.mark_listed(&t.kind);
     }
     apis.set_velero_version(Some("v1.18.3".into()));
-    let client = ferry::grpc::agent_client::AgentClient::spawn_with_apis(
+    let client = ferry::agent::client::AgentClient::spawn_with_apis(
         bed.agent_config(coordinator.addr, "cluster-b"),
         inventory,
         Some(apis.cluster_apis()),
@@ -584,7 +584,7 @@ fn land_backup(bed: &Bed, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_goes_as_a_delta_to_agents_that_fold_it_and_whole_to_others_and_after_a_resync() {
-    use ferry::grpc::agent_client::CHUNKED_DESIRED_SETS;
+    use ferry::grpc::chunks::CHUNKED_DESIRED_SETS;
     use ferry::grpc::proto::agent_message::Body;
     use ferry::grpc::set_delta::{self, DESIRED_SET_DELTAS};
     let bed = Bed::new();

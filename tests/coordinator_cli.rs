@@ -60,7 +60,7 @@ fn sample(page: &str, series: &str) -> Option<f64> {
 /// `ferry_build_info`, in the OpenMetrics text format.
 async fn scrape_counters_histograms_and_build_info(
     metrics: &str,
-    agent: &ferry::grpc::agent_client::AgentClient,
+    agent: &ferry::agent::client::AgentClient,
     desired: &ferry::grpc::proto::DesiredSet,
 ) {
     use ferry::grpc::proto::{ApplyOutcome, ApplyResult, DesiredAction, ItemResult};

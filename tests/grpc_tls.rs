@@ -216,14 +216,14 @@ async fn rotated_certificate_files_are_used_without_a_restart_on_both_sides() {
         cert: live.path().join("cluster-a.pem"),
         key: live.path().join("cluster-a-key.pem"),
     };
-    let mut config = ferry::grpc::agent_client::AgentConfig::new(
+    let mut config = ferry::agent::client::AgentConfig::new(
         format!("https://{}", coordinator.addr),
         Some(client_tls_config(&files, Some("localhost")).expect("tls")),
     );
     config.tls_files = Some((files, Some("localhost".into())));
     config.heartbeat_interval = Duration::from_millis(200);
     config.backoff = ferry::grpc::backoff::Backoff::new(Duration::from_millis(50), Duration::from_millis(200));
-    let agent = ferry::grpc::agent_client::AgentClient::spawn(config, Vec::new());
+    let agent = ferry::agent::client::AgentClient::spawn(config, Vec::new());
     let mut link = agent.link();
     tokio::time::timeout(Duration::from_secs(10), link.wait_for(|l| l.connected))
         .await

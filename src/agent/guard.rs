@@ -6,10 +6,11 @@
 
 use serde_json::Value;
 
-use super::reconcile::describe;
+use super::cluster_api::describe;
 use crate::grpc::convert::api_of;
 use crate::grpc::proto::{DesiredItem, ObjectRef};
 use crate::model::names::{invalid_namespace_name, invalid_object_name};
+use crate::model::ownership::is_ferry_managed_json;
 use crate::model::{Backup, Kind, NonAdminBackup, PodVolumeBackup, labels};
 use crate::resolve::ProtectedNamespaces;
 
@@ -117,8 +118,7 @@ impl Guard {
         if let Some((field, found, _)) = checks.iter().find(|(_, found, want)| found != want) {
             return Some(format!("the body's {field} is {found:?}, not the item's ({})", describe(r)));
         }
-        let label = body.pointer("/metadata/labels").and_then(|l| l.get(labels::FERRY_MANAGED_BY));
-        if label.and_then(Value::as_str) != Some(labels::FERRY_MANAGED_BY_VALUE) {
+        if !is_ferry_managed_json(body) {
             return Some(format!(
                 "the body lacks ferry's label {}={}",
                 labels::FERRY_MANAGED_BY,

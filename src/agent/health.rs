@@ -15,9 +15,9 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use super::client::Link;
 use super::telemetry::AgentTelemetry;
 use crate::exposition::{self, GaugeFamily, ScrapeGauges, gauge_count};
-use crate::grpc::agent_client::Link;
 use crate::grpc::convert::{REPORTED_OUTCOMES, outcome_counts, watched_types};
 use crate::grpc::proto::{ClusterApis, ItemResult};
 

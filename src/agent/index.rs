@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::reconcile::{ApiError, ClusterApi};
+use super::cluster_api::{ApiError, ClusterApi};
 use super::watch::Update;
-use crate::coordinator::cluster::ObjectKey;
+use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{InventoryItem, ObjectRef};
 
 #[derive(Debug, Default)]

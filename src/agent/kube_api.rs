@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
 
-use super::reconcile::{ApiError, ClusterApi};
+use super::cluster_api::{ApiError, ClusterApi};
 use crate::grpc::proto::ObjectRef;
 
 /// The field manager of everything ferry writes.

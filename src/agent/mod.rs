@@ -2,9 +2,12 @@
 //! DesiredSets it receives. It decides nothing beyond order and retries (the coordinator decides); it never
 //! deletes, and it never modifies an object without ferry's label.
 //!
-//! [`discovery`] finds which kinds the cluster serves, [`watch`] feeds their inventory, [`reconcile`] applies
-//! a set through [`kube_api`] after [`guard`] checked each item, [`order`] orders it.
+//! [`client`] is its link to the coordinator (the `Session` stream), [`discovery`] finds which kinds the cluster
+//! serves, [`watch`] feeds their inventory, [`reconcile`] applies a set (and [`retire`] deletes) through a
+//! [`cluster_api::ClusterApi`] ([`kube_api`]) after [`guard`] checked each item, [`order`] orders it.
 
+pub mod client;
+pub mod cluster_api;
 pub mod discovery;
 #[cfg(test)]
 mod fuzz;
@@ -25,9 +28,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::grpc::agent_client::{AgentClient, AgentConfig};
 use crate::grpc::convert::{is_required, watched_types};
 use crate::grpc::proto::{ApplyOutcome, ApplyResult, DesiredSet, InventoryItem, ItemResult, ResourceType};
+use client::{AgentClient, AgentConfig};
 use discovery::ApiState;
 use kube_api::KubeApi;
 use reconcile::{Memory, reconcile_with};
@@ -341,7 +344,7 @@ fn flush(client: &AgentClient, upserts: &mut Vec<InventoryItem>, deletes: &mut V
 fn log_results(items: &[ItemResult]) {
     for item in items {
         let outcome = ApplyOutcome::try_from(item.outcome).unwrap_or(ApplyOutcome::Unspecified);
-        let object = item.r#ref.as_ref().map(reconcile::describe).unwrap_or_default();
+        let object = item.r#ref.as_ref().map(cluster_api::describe).unwrap_or_default();
         match outcome {
             ApplyOutcome::Failed | ApplyOutcome::Conflict => {
                 tracing::warn!(%object, outcome = outcome.as_str_name(), message = %item.message, "apply")

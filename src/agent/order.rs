@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use crate::coordinator::cluster::ObjectKey;
 use crate::dag::apply_order::apply_order as dag_order;
+use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::DesiredItem;
 
 /// Indices of `items` in apply order: layer by layer of the waits-for graph within the set (items waiting on

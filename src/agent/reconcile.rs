@@ -1,8 +1,8 @@
 //! One pass of applying a DesiredSet to the cluster: in dependency order, each item is created if absent,
 //! re-applied if it is ferry's (never for NABs: create-only, NAC rewrites their spec), reported as a conflict if
 //! an object of that name is not ferry's, or held while what it waits for is missing. The cluster is behind the
-//! [`ClusterApi`] trait so this logic reads the same against the real API server (`kube_api.rs`, e2e tests)
-//! and in unit tests.
+//! [`ClusterApi`] trait (`cluster_api.rs`) so this logic reads the same against the real API server
+//! (`kube_api.rs`, e2e tests) and in unit tests.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -11,44 +11,13 @@ use futures::StreamExt;
 
 use serde_json::Value;
 
+use super::cluster_api::{ApiError, ClusterApi, describe};
 use super::guard::Guard;
 use super::order::apply_layers;
-use crate::coordinator::cluster::ObjectKey;
+use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{ApplyOutcome, DesiredAction, DesiredItem, DesiredSet, ItemResult, ObjectRef};
 use crate::model::labels;
-
-/// An API server error, reduced to what the agent decides on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApiError {
-    #[error("already exists")]
-    AlreadyExists,
-    #[error("not found")]
-    NotFound,
-    /// A delete's UID or resourceVersion precondition did not hold.
-    #[error("precondition failed: {0}")]
-    PreconditionFailed(String),
-    #[error("{0}")]
-    Other(String),
-}
-
-/// What the agent needs from a cluster.
-#[async_trait::async_trait]
-pub trait ClusterApi: Send + Sync {
-    /// The object, or `None` if it does not exist (possibly from a cache that lags writes a little).
-    async fn get(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError>;
-    /// The object as the API server has it now (after a create found it exists).
-    async fn get_fresh(&self, r: &ObjectRef) -> Result<Option<Value>, ApiError> {
-        self.get(r).await
-    }
-    /// Creates an absent object (fails with `AlreadyExists` if someone else created it meanwhile).
-    async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
-    /// Server-side apply with field manager `ferry`, for objects ferry created.
-    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
-    /// Deletes an object if its UID and resourceVersion are still these (preconditions).
-    async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError>;
-    /// Records a Kubernetes Event about an object (best effort).
-    async fn event(&self, about: &ObjectRef, uid: Option<&str>, reason: &str, note: &str, warning: bool);
-}
+use crate::model::ownership::is_ferry_managed_json;
 
 /// What the agent remembers between passes: which Events it already recorded, so a held or refused item
 /// does not produce one Event per retry.
@@ -305,11 +274,11 @@ async fn update_existing(
     let uid = existing.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
     // Velero's or NAC's own sync got there first with this same backup: that is the item done, not a conflict
     // (and never ours to change).
-    if !is_ferrys(&existing) && same_backup(r, desired, &existing) {
+    if !is_ferry_managed_json(&existing) && same_backup(r, desired, &existing) {
         pass.remember(r, existing);
         return (ApplyOutcome::Applied, "made by Velero's or NAC's own sync; left as it is".into());
     }
-    if !is_ferrys(&existing) {
+    if !is_ferry_managed_json(&existing) {
         let note = format!(
             "{} exists and is not ferry's (no {}={} label); left untouched",
             describe(r),
@@ -387,11 +356,6 @@ pub fn fill_backup_uid(pvb: &mut Value, uid: &str) {
     }
 }
 
-pub fn is_ferrys(object: &Value) -> bool {
-    object.pointer("/metadata/labels").and_then(|l| l.get(labels::FERRY_MANAGED_BY)).and_then(Value::as_str)
-        == Some(labels::FERRY_MANAGED_BY_VALUE)
-}
-
 fn annotation(object: &Value, key: &str) -> Option<String> {
     object.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str).map(str::to_string)
 }
@@ -407,14 +371,6 @@ fn source_of(object: &Value) -> String {
         })
         .unwrap_or_else(|| "?".into());
     format!("source cluster {cluster}")
-}
-
-pub fn describe(r: &ObjectRef) -> String {
-    if r.namespace.is_empty() {
-        format!("{} {}", r.kind, r.name)
-    } else {
-        format!("{} {}/{}", r.kind, r.namespace, r.name)
-    }
 }
 
 #[cfg(test)]

@@ -6,10 +6,11 @@
 
 use serde_json::Value;
 
+use super::cluster_api::{ApiError, ClusterApi, describe};
 use super::guard::Guard;
-use super::reconcile::{ApiError, ClusterApi, describe, is_ferrys};
 use crate::grpc::proto::{ApplyOutcome, DesiredItem, ObjectRef};
 use crate::model::labels;
+use crate::model::ownership::is_ferry_managed_json;
 
 /// The provenance annotations that must match exactly (`model::Provenance`).
 const PROVENANCE_KEYS: [&str; 5] = [
@@ -30,7 +31,7 @@ fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
 
 /// Why `live` must not be deleted for a RETIRE item planned on `planned`, or `None`.
 pub fn why_not(planned: &Value, live: &Value) -> Option<String> {
-    if !is_ferrys(live) {
+    if !is_ferry_managed_json(live) {
         return Some(format!("it does not carry {}={}", labels::FERRY_MANAGED_BY, labels::FERRY_MANAGED_BY_VALUE));
     }
     for key in PROVENANCE_KEYS {

@@ -9,8 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::client::Link;
 use crate::exposition::{self, seconds_histogram};
-use crate::grpc::agent_client::Link;
 use crate::grpc::convert::{REPORTED_OUTCOMES, outcome_counts};
 use crate::grpc::proto::ItemResult;
 

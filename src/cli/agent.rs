@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
+use ferry::agent::client::AgentConfig;
 use ferry::agent::{self, AgentOptions};
-use ferry::grpc::agent_client::AgentConfig;
 
 use super::tls_args::ClientTlsArgs;
 
@@ -57,7 +57,7 @@ pub struct AgentArgs {
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    let kube = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let kube = super::kube_client::kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let mut transport = match &args.insecure_dev {
         Some(identity) => {
             tracing::warn!(
@@ -96,7 +96,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         http_listener,
     };
     agent::run(options, async {
-        if let Err(e) = super::coordinator::shutdown_signal().await {
+        if let Err(e) = super::shutdown::shutdown_signal().await {
             tracing::error!(error = %e, "signal handler");
             std::future::pending::<()>().await;
         }
@@ -104,25 +104,4 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     })
     .await;
     Ok(())
-}
-
-/// A kube client from an explicit kubeconfig, or inferred (KUBECONFIG, ~/.kube/config, in-cluster), with
-/// `context` instead of the kubeconfig's current-context when given.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Client> {
-    let options = kube::config::KubeConfigOptions { context: context.map(str::to_string), ..Default::default() };
-    let config = match (kubeconfig, context) {
-        (Some(path), _) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &options)
-                .await
-                .with_context(|| format!("kubeconfig {}", path.display()))?
-        }
-        // A context only exists in a kubeconfig: no in-cluster fallback, which would silently ignore it.
-        (None, Some(context)) => kube::Config::from_kubeconfig(&options)
-            .await
-            .with_context(|| format!("kubeconfig context {context:?} (KUBECONFIG or ~/.kube/config)"))?,
-        (None, None) => kube::Config::infer().await.context("no kubeconfig and not in a cluster")?,
-    };
-    Ok(kube::Client::try_from(config)?)
 }

@@ -106,7 +106,7 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
         running.serve_status_page(page);
     }
     let lost = tokio::select! {
-        signal = shutdown_signal() => { signal?; None }
+        signal = super::shutdown::shutdown_signal() => { signal?; None }
         reason = running.leadership_lost() => Some(reason),
     };
     tracing::info!("shutting down: ending agent streams");
@@ -124,7 +124,7 @@ async fn election(args: &CoordinatorArgs, lease: &str) -> anyhow::Result<Electio
         Some(identity) => identity.clone(),
         None => hostname().context("no --leader-election-identity (POD_NAME) and no host name")?,
     };
-    let client = super::agent::kube_client(args.kubeconfig.as_deref(), None).await?;
+    let client = super::kube_client::kube_client(args.kubeconfig.as_deref(), None).await?;
     let namespace = args.leader_election_namespace.clone();
     tracing::info!(%lease, %namespace, %identity, "leader election on: standby until the lease is ours");
     Ok(Election {
@@ -135,16 +135,4 @@ async fn election(args: &CoordinatorArgs, lease: &str) -> anyhow::Result<Electio
 
 fn hostname() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()).filter(|h| !h.is_empty())
-}
-
-/// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).
-pub async fn shutdown_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    Ok(())
 }

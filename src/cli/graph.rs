@@ -15,6 +15,7 @@ use ferry::dag::tarball::ItemError;
 use ferry::dag::{BuildReport, Graph, Layers, NodeId, Traversal, layers, traverse};
 
 use super::backup_objects::{self, BackupObjects};
+use super::output::{ObjectFormat, object_text};
 use super::table::Table;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -127,8 +128,8 @@ pub async fn run(args: GraphArgs) -> anyhow::Result<()> {
         item_errors,
     };
     let text = match args.output {
-        GraphFormat::Json => serde_json::to_string_pretty(&output)? + "\n",
-        GraphFormat::Yaml => serde_saphyr::to_string(&output)?,
+        GraphFormat::Json => object_text(&output, ObjectFormat::Json)?,
+        GraphFormat::Yaml => object_text(&output, ObjectFormat::Yaml)?,
         GraphFormat::Dot => dot(&graph, &l, &output.backup),
         GraphFormat::Table => render(&output, &t),
     };

@@ -10,9 +10,9 @@ use clap::Args;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
-use ferry::config::DEFAULT_MAX_MESSAGE_BYTES;
+use ferry::grpc::chunks::DEFAULT_MAX_MESSAGE_BYTES;
+use ferry::grpc::identity::DEV_IDENTITY_HEADER;
 use ferry::grpc::proto::federation_client::FederationClient;
-use ferry::grpc::server::DEV_IDENTITY_HEADER;
 
 use ferry::grpc::tls::client_tls_config;
 

@@ -5,21 +5,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde_json::Value;
 
 use ferry::agent::kube_api::{FIELD_MANAGER, api_resource};
 use ferry::config::LoadedConfig;
 use ferry::restore::{RestorePlan, is_terminal_phase, plan_restore};
 use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::wait::await_condition;
 
-/// `--dry-run -o`: a Kubernetes object has no table form.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum ObjectFormat {
-    #[default]
-    Yaml,
-    Json,
-}
+use super::output::{ObjectFormat, object_text};
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
@@ -69,7 +64,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
         .find(|c| c.name == args.cluster)
         .with_context(|| format!("cluster {:?} is not in the config", args.cluster))?;
     let kubeconfig = args.kubeconfig.clone().or_else(|| cluster.kubeconfig.as_ref().map(|p| config.resolve_path(p)));
-    let client = super::agent::kube_client(kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let client = super::kube_client::kube_client(kubeconfig.as_deref(), args.context.as_deref()).await?;
     let backups: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &cluster.velero_namespace, &api_resource("velero.io", "v1", "Backup"));
     let backup = backups
@@ -107,11 +102,7 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
         );
     }
     if args.dry_run {
-        let text = match args.output {
-            ObjectFormat::Json => serde_json::to_string_pretty(&restore)? + "\n",
-            ObjectFormat::Yaml => serde_saphyr::to_string(&restore)?,
-        };
-        print!("{text}");
+        print!("{}", object_text(&restore, args.output)?);
         return Ok(());
     }
     let restores: Api<DynamicObject> =
@@ -126,34 +117,43 @@ pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
     if !args.wait {
         return Ok(());
     }
-    let deadline = tokio::time::Instant::now() + args.timeout;
-    let mut last = String::new();
-    loop {
-        let current = serde_json::to_value(restores.get(&name).await?)?;
-        let text = |p: &str| current.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-        let count = |p: &str| current.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-        let phase = text("/status/phase");
-        let line = format!(
-            "phase {}  items {}/{}  warnings {}  errors {}",
-            if phase.is_empty() { "New" } else { &phase },
-            count("/status/progress/itemsRestored"),
-            count("/status/progress/totalItems"),
-            count("/status/warnings"),
-            count("/status/errors")
-        );
-        if line != last {
+    // Watched, not polled: a line on each change of progress, until a terminal phase (or the Restore is gone).
+    let last = std::cell::RefCell::new(String::new());
+    let progress = |restore: Option<&DynamicObject>| {
+        let Some(restore) = restore else { return true };
+        let phase = phase_of(restore);
+        let line = progress_line(restore);
+        if *last.borrow() != line {
             println!("{line}");
-            last = line;
+            *last.borrow_mut() = line;
         }
-        if is_terminal_phase(&phase) {
-            if phase == "Completed" {
-                return Ok(());
-            }
-            bail!("Restore {name} ended in phase {phase}");
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("Restore {name} not finished after {}", humantime::format_duration(args.timeout));
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        is_terminal_phase(&phase)
+    };
+    let finished = tokio::time::timeout(args.timeout, await_condition(restores, &name, progress))
+        .await
+        .map_err(|_| anyhow::anyhow!("Restore {name} not finished after {}", humantime::format_duration(args.timeout)))?
+        .with_context(|| format!("watching Restore {name}"))?;
+    let Some(restore) = finished else { bail!("Restore {name} was deleted before it finished") };
+    match phase_of(&restore).as_str() {
+        "Completed" => Ok(()),
+        phase => bail!("Restore {name} ended in phase {phase}"),
     }
+}
+
+fn phase_of(restore: &DynamicObject) -> String {
+    restore.data.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+/// `phase Completed  items 10/10  warnings 0  errors 0`.
+fn progress_line(restore: &DynamicObject) -> String {
+    let count = |p: &str| restore.data.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let phase = phase_of(restore);
+    format!(
+        "phase {}  items {}/{}  warnings {}  errors {}",
+        if phase.is_empty() { "New" } else { &phase },
+        count("/status/progress/itemsRestored"),
+        count("/status/progress/totalItems"),
+        count("/status/warnings"),
+        count("/status/errors")
+    )
 }

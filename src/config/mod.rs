@@ -397,10 +397,9 @@ fn default_debounce() -> std::time::Duration {
 fn default_resync() -> std::time::Duration {
     std::time::Duration::from_secs(300)
 }
-/// Room for a snapshot of ~10k objects; tonic's own default (4 MiB) is too small for a big cluster.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+/// The transport's default ([`crate::grpc::chunks::DEFAULT_MAX_MESSAGE_BYTES`]).
 fn default_max_message_bytes() -> usize {
-    DEFAULT_MAX_MESSAGE_BYTES
+    crate::grpc::chunks::DEFAULT_MAX_MESSAGE_BYTES
 }
 
 #[derive(Debug, thiserror::Error)]

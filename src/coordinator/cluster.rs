@@ -6,36 +6,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::grpc::convert::{ItemError, api_of, inventory_object, served_apis};
+use crate::grpc::convert::{ItemError, ObjectKey, api_of, inventory_object, served_apis};
 use crate::grpc::proto::{
     ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
 };
 use crate::model::{Inventory, InventoryObject, ownership};
 use crate::plan::ClusterState;
-
-/// Identifies an object within one cluster (the API version is not part of an object's identity).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    pub group: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectKey {
-    pub fn of_item(item: &InventoryItem) -> Self {
-        Self {
-            group: item.group.clone(),
-            kind: item.kind.clone(),
-            namespace: item.namespace.clone(),
-            name: item.name.clone(),
-        }
-    }
-
-    pub fn of_ref(r: &ObjectRef) -> Self {
-        Self { group: r.group.clone(), kind: r.kind.clone(), namespace: r.namespace.clone(), name: r.name.clone() }
-    }
-}
 
 /// The open agent stream of a cluster, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]

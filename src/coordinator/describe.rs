@@ -7,8 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::cluster::{Liveness, ObjectKey};
+use super::cluster::Liveness;
 use crate::catalog::{BackupFile, CatalogBackup, Layout, LocationCatalog};
+use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{
     ApplyOutcome, CatalogObjectError, DescribeBackupResponse, DescribedBackup, DescribedCluster,
     DescribedClusterBackup, DescribedClusterPodVolumeBackup, DescribedItem, DescribedLocation, DescribedNonAdminBackup,

@@ -213,7 +213,7 @@ fn message() -> impl Strategy<Value = Message> {
 }
 
 /// Whether a held object is what its key says.
-fn agrees(key: &super::cluster::ObjectKey, object: &InventoryObject) -> bool {
+fn agrees(key: &crate::grpc::convert::ObjectKey, object: &InventoryObject) -> bool {
     let (namespace, name) = match object {
         InventoryObject::Namespace { name, .. } => ("", name.as_str()),
         InventoryObject::StorageLocation(o) => (o.namespace(), o.name()),

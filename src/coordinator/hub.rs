@@ -12,14 +12,15 @@ use std::time::SystemTime;
 
 use tokio::sync::{Notify, watch};
 
-use super::cluster::{CheckedItems, ClusterRecord, Liveness, ObjectKey, Session};
+use super::cluster::{CheckedItems, ClusterRecord, Liveness, Session};
 use super::describe::{self, ClusterRecords, UnknownBackup};
 use super::leadership::Role;
+use super::location::LocationState;
 use super::settings::Settings;
 use super::status;
 use super::telemetry::Telemetry;
 use crate::catalog::{Listing, LocationCatalog};
-use crate::grpc::convert::desired_set;
+use crate::grpc::convert::{ObjectKey, desired_set};
 use crate::grpc::proto::{
     Ack, ApplyResult, ClusterApis, DescribeBackupResponse, DesiredSet, GetStatusResponse, Hello, ObjectRef,
     ResourceType,
@@ -48,25 +49,6 @@ pub struct SessionHandle {
     pub id: u64,
     pub desired: watch::Receiver<Arc<Published>>,
     pub current_session: watch::Receiver<u64>,
-}
-
-/// A location's latest catalog and health.
-#[derive(Debug, Clone)]
-pub struct LocationState {
-    pub name: String,
-    pub source_cluster: String,
-    /// The last catalog read successfully; kept through failed refreshes.
-    pub catalog: Option<Arc<LocationCatalog>>,
-    /// The error of the last refresh, if it failed.
-    pub error: Option<String>,
-    pub last_refresh: Option<SystemTime>,
-}
-
-impl LocationState {
-    /// Read at least once, the last refresh succeeded, and its listing was complete.
-    pub fn is_complete(&self) -> bool {
-        self.error.is_none() && self.catalog.as_ref().is_some_and(|c| c.listing == Listing::Complete)
-    }
 }
 
 struct ClusterEntry {

@@ -3,8 +3,9 @@
 //! changes (debounced), plus a periodic full resync. It is stateless: after a restart, the catalog and the
 //! agents' reconnect snapshots rebuild everything.
 //!
-//! The pure parts are [`cluster`] (one cluster's record) and [`status`]; [`hub`] is the shared state; this
-//! file joins them to tokio tasks and the gRPC server.
+//! The pure parts are [`cluster`] (one cluster's record), [`location`] (one location's catalog and health) and
+//! [`status`]; [`hub`] is the shared state; [`service`] is the gRPC `Federation` service over it, each agent
+//! stream a `session` task; this file joins them to tokio tasks and the gRPC server.
 
 pub mod cluster;
 pub mod describe;
@@ -14,7 +15,10 @@ pub mod http;
 pub mod hub;
 pub mod leadership;
 pub mod legacy_volumes;
+pub mod location;
 pub mod metrics;
+pub mod service;
+mod session;
 pub mod settings;
 pub mod status;
 pub mod status_page;
@@ -32,10 +36,12 @@ use tonic::transport::Server;
 
 use crate::bucket::{self, Loader};
 use crate::config::LoadedConfig;
-use crate::grpc::server::{Authentication, FederationService};
+use crate::grpc::identity::Authentication;
 use crate::grpc::tls_acceptor::{AcceptLimits, ReloadingTls, incoming};
 use crate::plan::{ClusterState, PlanOptions, TemplateCache};
-use hub::{Hub, LocationState};
+use hub::Hub;
+use location::LocationState;
+use service::FederationService;
 pub use settings::Settings;
 use telemetry::ErrorKind;
 

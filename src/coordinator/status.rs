@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use super::cluster::{ClusterRecord, Liveness, ObjectKey};
-use super::hub::LocationState;
+use super::cluster::{ClusterRecord, Liveness};
+use super::location::LocationState;
 use super::settings::Settings;
+use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{
     ApplyOutcome, BackupItemStatus, BackupStatus, CatalogObjectError, ClusterStatus, DesiredAction, KindCount,
     LocationStatus,

@@ -5,6 +5,13 @@ use prost::Message;
 
 use super::proto::{DesiredSet, Snapshot};
 
+/// The Hello capability of an agent that reassembles chunked DesiredSets.
+pub const CHUNKED_DESIRED_SETS: &str = "chunked-desired-sets-v1";
+
+/// The default limit on one message's size, both directions (`max_message_bytes`): room for a snapshot of ~10k
+/// objects; tonic's own default (4 MiB) is too small for a big cluster.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
 /// The size messages on a stream are cut to, whatever the limit. Each end of a stream keeps a buffer as large
 /// as the largest message it ever encoded or decoded (tonic grows it and never shrinks it), so with a thousand
 /// streams a one-megabyte snapshot or set costs a gigabyte held for as long as the streams live.

@@ -1,6 +1,7 @@
 //! Between the protocol and the domain: a cluster's plan becomes the `DesiredSet` sent to its agent (with its
 //! content-hash version), and an agent's `InventoryItem` becomes a parsed inventory object — or a rejection
-//! naming what is wrong with it.
+//! naming what is wrong with it. [`ObjectKey`] keys an item or reference by the object's identity in a cluster,
+//! on both ends.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,30 @@ pub fn api_of(kind: &str) -> Option<(&'static str, &'static str)> {
         NonAdminBackup::KIND => split(NonAdminBackup::API_VERSION),
         _ => return None,
     })
+}
+
+/// Identifies an object within one cluster (the API version is not part of an object's identity).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn of_item(item: &InventoryItem) -> Self {
+        Self {
+            group: item.group.clone(),
+            kind: item.kind.clone(),
+            namespace: item.namespace.clone(),
+            name: item.name.clone(),
+        }
+    }
+
+    pub fn of_ref(r: &ObjectRef) -> Self {
+        Self { group: r.group.clone(), kind: r.kind.clone(), namespace: r.namespace.clone(), name: r.name.clone() }
+    }
 }
 
 /// A reference to an object of a kind ferry plans.

@@ -5,16 +5,21 @@
 //! operator. A URI SAN is used rather than a DNS SAN so that an agent certificate can never double as a server
 //! certificate for a host name, and so that the role is explicit in the identity itself.
 //!
-//! Everything here is pure: it looks at DER bytes that rustls has already verified against the CA.
+//! Everything here is pure: it looks at DER bytes that rustls has already verified against the CA (or, with
+//! `--insecure-dev` only, at the identity a request claims in a header).
 
 use std::fmt;
 
+use tonic::{Request, Status};
 use x509_parser::extensions::GeneralName;
 
 use crate::model::names::invalid_namespace_name;
 
 /// The scheme prefix of every ferry identity.
 const SPIFFE: &str = "spiffe://";
+
+/// The metadata key that carries the caller's identity when TLS is off (`--insecure-dev` only).
+pub const DEV_IDENTITY_HEADER: &str = "x-ferry-dev-identity";
 
 /// What a verified caller may be.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -79,6 +84,37 @@ pub fn identity_from_der(der: &[u8], trust_domain: &str) -> Result<Role, Identit
 pub fn identity_from_chain<C: AsRef<[u8]>>(chain: Option<&[C]>, trust_domain: &str) -> Result<Role, IdentityError> {
     let leaf = chain.and_then(|c| c.first()).ok_or(IdentityError::NoCertificate)?;
     identity_from_der(leaf.as_ref(), trust_domain)
+}
+
+/// How callers are identified.
+#[derive(Debug, Clone)]
+pub enum Authentication {
+    /// From the verified client certificate's SPIFFE URI SAN, in this trust domain.
+    Certificate { trust_domain: String },
+    /// `--insecure-dev`: from the `x-ferry-dev-identity` header (`cluster/<name>` or `operator/<name>`). Anyone
+    /// can claim anything; for local demos only.
+    InsecureDev { trust_domain: String },
+}
+
+impl Authentication {
+    /// The caller of `request`, or UNAUTHENTICATED.
+    pub fn caller<T>(&self, request: &Request<T>) -> Result<Role, Status> {
+        match self {
+            Authentication::Certificate { trust_domain } => {
+                let certs = request.peer_certs();
+                identity_from_chain(certs.as_deref().map(Vec::as_slice), trust_domain)
+                    .map_err(|e| Status::unauthenticated(e.to_string()))
+            }
+            Authentication::InsecureDev { trust_domain } => {
+                let claimed =
+                    request.metadata().get(DEV_IDENTITY_HEADER).and_then(|v| v.to_str().ok()).ok_or_else(|| {
+                        Status::unauthenticated(format!("--insecure-dev: no {DEV_IDENTITY_HEADER} header"))
+                    })?;
+                parse_identity(&format!("spiffe://{trust_domain}/{claimed}"), trust_domain)
+                    .map_err(|e| Status::unauthenticated(e.to_string()))
+            }
+        }
+    }
 }
 
 /// Parses one `spiffe://` URI into a role.

@@ -1,10 +1,11 @@
-//! The coordinator ⇄ agent gRPC transport: generated protocol types, mTLS configuration and identities, the
-//! coordinator's service and the agent's client.
+//! The coordinator ⇄ agent gRPC transport: generated protocol types, mTLS configuration and identities, who may
+//! call what, protocol ⇄ domain conversion, chunking, DesiredSet deltas, rate limiting and reconnect backoff.
+//! Transport only: the coordinator's service is `coordinator::service`, the agent's client `agent::client`;
+//! nothing here uses either.
 //!
 //! The caller's identity is always derived from its verified client certificate ([`identity`]), never from a
 //! message field.
 
-pub mod agent_client;
 pub mod authz;
 pub mod backoff;
 pub mod certs;
@@ -12,7 +13,6 @@ pub mod chunks;
 pub mod convert;
 pub mod identity;
 pub mod rate_limit;
-pub mod server;
 pub mod set_delta;
 pub mod tls;
 pub mod tls_acceptor;

@@ -11,9 +11,9 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tonic::transport::{ClientTlsConfig, Endpoint};
 
+use ferry::agent::client::{AgentClient, AgentConfig, Link};
 use ferry::config::LoadedConfig;
 use ferry::coordinator::{self, RunningCoordinator, Settings, Transport};
-use ferry::grpc::agent_client::{AgentClient, AgentConfig, Link};
 use ferry::grpc::backoff::Backoff;
 use ferry::grpc::certs::{self, CertsSpec, Validity};
 use ferry::grpc::convert::{inventory_item, watched_types};

@@ -1,11 +1,12 @@
-//! The agent's side of the protocol, as a library: one long-lived `Session` stream to the coordinator that
-//! survives everything a network and a restarting coordinator can do to it.
+//! The agent's link to the coordinator, as a library: one long-lived `Session` stream that survives everything
+//! a network and a restarting coordinator can do to it.
 //!
 //! The client keeps its own copy of the cluster's inventory (what the caller last published), so that on every
 //! (re)connect it sends `Hello` and a full `Snapshot` of each resource type without asking the caller; changes
 //! made while disconnected are simply part of the next snapshot. It reconnects with jittered exponential
 //! backoff (tonic's channels do not resume streams), sends heartbeats, and exposes the latest `DesiredSet` as a
-//! watch channel. The real agent (kube reflectors) and the tests and benchmark all drive it the same way.
+//! watch channel. The real agent (kube reflectors) and the tests and benchmark all drive it the same way; what
+//! goes over the wire (chunks, deltas, TLS, backoff) is [`crate::grpc`]'s.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,22 +18,18 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{ClientTlsConfig, Endpoint};
 
-use super::backoff::{Backoff, unit_random};
-use super::chunks;
-use super::proto::agent_message::Body as AgentBody;
-use super::proto::coordinator_message::Body as CoordinatorBody;
-use super::proto::federation_client::FederationClient;
-use super::proto::{
+use crate::grpc::backoff::{Backoff, unit_random};
+use crate::grpc::chunks::{self, CHUNKED_DESIRED_SETS, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::grpc::identity::DEV_IDENTITY_HEADER;
+use crate::grpc::proto::agent_message::Body as AgentBody;
+use crate::grpc::proto::coordinator_message::Body as CoordinatorBody;
+use crate::grpc::proto::federation_client::FederationClient;
+use crate::grpc::proto::{
     AgentMessage, ApplyResult, ClusterApis, Delta, DesiredSet, Heartbeat, Hello, InventoryItem, ObjectRef,
     RejectedItem, ResourceType, Resync, Snapshot,
 };
-use super::server::DEV_IDENTITY_HEADER;
-use super::set_delta::{self, DESIRED_SET_DELTAS};
-use super::tls::{TlsFiles, client_tls_config};
-use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
-
-/// The Hello capability of an agent that reassembles chunked DesiredSets.
-pub const CHUNKED_DESIRED_SETS: &str = "chunked-desired-sets-v1";
+use crate::grpc::set_delta::{self, DESIRED_SET_DELTAS};
+use crate::grpc::tls::{TlsFiles, client_tls_config};
 
 /// How to reach the coordinator and how to behave on the stream.
 #[derive(Debug, Clone)]

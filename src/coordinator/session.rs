@@ -1,209 +1,57 @@
-//! The coordinator's side of the protocol: the tonic `Federation` service over the [`Hub`].
-//!
-//! Every rpc starts by deriving the caller's role from its verified client certificate and asking
-//! [`authz`](super::authz). A `Session` then runs as its own task: it reads the agent's messages into the hub
-//! and writes the cluster's DesiredSet whenever it changes, until the agent goes away, a newer stream of the
-//! same cluster replaces it, or the coordinator shuts down (the last two say `Goodbye` first).
+//! One agent stream on the coordinator: it reads the agent's messages into the hub and writes the cluster's
+//! DesiredSet whenever it changes (whole, in chunks, or as a delta, as the agent's `Hello` allows), until the
+//! agent goes away, a newer stream of the same cluster replaces it, or the coordinator shuts down (the last two
+//! say `Goodbye` first).
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Status, Streaming};
 
-use super::agent_client::CHUNKED_DESIRED_SETS;
-use super::authz::{Rpc, authorize};
-use super::chunks::{budget, split_desired_set};
-use super::identity::{Role, identity_from_chain, parse_identity};
-use super::proto::agent_message::Body as AgentBody;
-use super::proto::coordinator_message::Body as CoordinatorBody;
-use super::proto::federation_server::{Federation, FederationServer};
-use super::proto::{
-    Ack, AgentMessage, CoordinatorMessage, DescribeBackupRequest, DescribeBackupResponse, DesiredSet, GetStatusRequest,
-    GetStatusResponse, Goodbye, PlanRequest, PlanResponse, Snapshot,
-};
-use super::rate_limit::TokenBucket;
-use super::set_delta::{self, DESIRED_SET_DELTAS};
-use crate::bucket::Loader;
-use crate::coordinator::cluster::CheckedItems;
-use crate::coordinator::hub::{Hub, HubError, Published, SessionHandle};
-use crate::coordinator::legacy_volumes;
-use crate::coordinator::telemetry::{DeliveryClock, ErrorKind};
-use crate::plan::PlanOptions;
+use super::cluster::CheckedItems;
+use super::hub::{Hub, HubError, Published, SessionHandle};
+use super::telemetry::{DeliveryClock, ErrorKind};
+use crate::grpc::chunks::{CHUNKED_DESIRED_SETS, budget, split_desired_set};
+use crate::grpc::proto::agent_message::Body as AgentBody;
+use crate::grpc::proto::coordinator_message::Body as CoordinatorBody;
+use crate::grpc::proto::{Ack, AgentMessage, CoordinatorMessage, DesiredSet, Goodbye, Hello, Snapshot};
+use crate::grpc::rate_limit::TokenBucket;
+use crate::grpc::set_delta::{self, DESIRED_SET_DELTAS};
 
-/// The metadata key that carries the caller's identity when TLS is off (`--insecure-dev` only).
-pub const DEV_IDENTITY_HEADER: &str = "x-ferry-dev-identity";
+/// What the coordinator sends on an agent stream.
+pub type SessionStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
 
-/// How long a new stream may take to send its `Hello`.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How callers are identified.
-#[derive(Debug, Clone)]
-pub enum Authentication {
-    /// From the verified client certificate's SPIFFE URI SAN, in this trust domain.
-    Certificate { trust_domain: String },
-    /// `--insecure-dev`: from the `x-ferry-dev-identity` header (`cluster/<name>` or `operator/<name>`). Anyone
-    /// can claim anything; for local demos only.
-    InsecureDev { trust_domain: String },
-}
-
-pub struct FederationService {
+/// Serves the stream of `cluster`'s agent, which said `hello`, as its own task; returns what to send it.
+pub fn spawn(
     hub: Arc<Hub>,
-    authentication: Authentication,
-    /// Flips to true on shutdown: sessions say goodbye and end.
+    cluster: String,
+    handle: SessionHandle,
+    hello: &Hello,
     shutdown: watch::Receiver<bool>,
-    /// Options for the `Plan` rpc (the clock is read per call).
-    plan_options: PlanOptions,
-    /// The locations' loaders, for what `DescribeBackup` reads on demand (a legacy backup's tarball).
-    loaders: Arc<Vec<Loader>>,
-}
-
-impl FederationService {
-    pub fn new(
-        hub: Arc<Hub>,
-        authentication: Authentication,
-        shutdown: watch::Receiver<bool>,
-        plan_options: PlanOptions,
-    ) -> Self {
-        Self { hub, authentication, shutdown, plan_options, loaders: Arc::new(Vec::new()) }
-    }
-
-    /// The same service, able to read the locations on demand (`DescribeBackup`).
-    pub fn with_loaders(mut self, loaders: Vec<Loader>) -> Self {
-        self.loaders = Arc::new(loaders);
-        self
-    }
-
-    /// The tonic service with ferry's message size limits on both directions.
-    pub fn into_server(self) -> FederationServer<Self> {
-        let limit = self.hub.settings.max_message_bytes;
-        FederationServer::new(self).max_decoding_message_size(limit).max_encoding_message_size(limit)
-    }
-
-    fn caller<T>(&self, request: &Request<T>) -> Result<Role, Status> {
-        match &self.authentication {
-            Authentication::Certificate { trust_domain } => {
-                let certs = request.peer_certs();
-                identity_from_chain(certs.as_deref().map(Vec::as_slice), trust_domain)
-                    .map_err(|e| Status::unauthenticated(e.to_string()))
-            }
-            Authentication::InsecureDev { trust_domain } => {
-                let claimed =
-                    request.metadata().get(DEV_IDENTITY_HEADER).and_then(|v| v.to_str().ok()).ok_or_else(|| {
-                        Status::unauthenticated(format!("--insecure-dev: no {DEV_IDENTITY_HEADER} header"))
-                    })?;
-                parse_identity(&format!("spiffe://{trust_domain}/{claimed}"), trust_domain)
-                    .map_err(|e| Status::unauthenticated(e.to_string()))
-            }
-        }
-    }
-}
-
-type SessionStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
-
-impl FederationService {
-    /// Refuses every rpc on a replica that does not lead: an agent then tries its next coordinator address
-    /// (or, behind a Service, reaches the leader, the only ready replica).
-    fn serving(&self) -> Result<(), Status> {
-        match self.hub.role.borrow().not_serving() {
-            None => Ok(()),
-            Some(reason) => Err(Status::unavailable(reason)),
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl Federation for FederationService {
-    type SessionStream = SessionStream;
-
-    async fn session(&self, request: Request<Streaming<AgentMessage>>) -> Result<Response<SessionStream>, Status> {
-        self.serving()?;
-        let role = self.caller(&request)?;
-        let cluster = authorize(&role, Rpc::Session)?.unwrap_or_default().to_string();
-        if !self.hub.knows(&cluster) {
-            return Err(Status::permission_denied(HubError::UnknownCluster(cluster).to_string()));
-        }
-        let mut inbound = request.into_inner();
-        let hello = match tokio::time::timeout(HELLO_TIMEOUT, inbound.message()).await {
-            Ok(Ok(Some(AgentMessage { body: Some(AgentBody::Hello(hello)) }))) => hello,
-            Ok(Err(status)) => return Err(status),
-            Err(_) => return Err(Status::deadline_exceeded("no Hello within 10 s")),
-            Ok(Ok(_)) => return Err(Status::invalid_argument("the first message of a Session must be Hello")),
-        };
-        let handle = self.hub.open_session(&cluster, &hello, SystemTime::now()).map_err(hub_status)?;
-        tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
-        let (tx, rx) = mpsc::channel(16);
-        let chunked_sets = hello.capabilities.iter().any(|c| c == CHUNKED_DESIRED_SETS);
-        let delta_sets = hello.capabilities.iter().any(|c| c == DESIRED_SET_DELTAS);
-        let session = SessionTask {
-            hub: self.hub.clone(),
-            cluster,
-            handle,
-            tx,
-            shutdown: self.shutdown.clone(),
-            ready: None,
-            chunked_sets,
-            delta_sets,
-            sent: None,
-            partial_snapshot: None,
-            delivery: DeliveryClock::default(),
-        };
-        tokio::spawn(session.run(inbound));
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-
-    async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
-        self.serving()?;
-        let role = self.caller(&request)?;
-        authorize(&role, Rpc::GetStatus)?;
-        let filter = Some(request.get_ref().cluster.as_str()).filter(|c| !c.is_empty());
-        let mut status = self.hub.status(filter, SystemTime::now()).map_err(hub_status)?;
-        status.caller = role.to_string();
-        Ok(Response::new(status))
-    }
-
-    async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
-        self.serving()?;
-        let role = self.caller(&request)?;
-        authorize(&role, Rpc::Plan)?;
-        let options = PlanOptions { now: SystemTime::now(), ..self.plan_options.clone() };
-        let hub = self.hub.clone();
-        let cluster = request.into_inner().cluster;
-        // Planning is CPU work; keep it off the threads that serve the streams.
-        let desired = tokio::task::spawn_blocking(move || hub.plan_now(&cluster, &options))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(hub_status)?;
-        Ok(Response::new(PlanResponse { desired_set: Some(desired) }))
-    }
-
-    async fn describe_backup(
-        &self,
-        request: Request<DescribeBackupRequest>,
-    ) -> Result<Response<DescribeBackupResponse>, Status> {
-        self.serving()?;
-        let role = self.caller(&request)?;
-        authorize(&role, Rpc::DescribeBackup)?;
-        let name = &request.get_ref().name;
-        if name.is_empty() {
-            return Err(Status::invalid_argument("DescribeBackupRequest.name is empty"));
-        }
-        let mut described =
-            self.hub.describe_backup(name, SystemTime::now()).map_err(|e| Status::not_found(e.to_string()))?;
-        described.caller = role.to_string();
-        legacy_volumes::add_legacy_volume_backups(&mut described, &self.loaders).await;
-        Ok(Response::new(described))
-    }
-}
-
-fn hub_status(error: HubError) -> Status {
-    match error {
-        HubError::UnknownCluster(_) => Status::not_found(error.to_string()),
-        HubError::Replaced(_) => Status::aborted(error.to_string()),
-    }
+    inbound: Streaming<AgentMessage>,
+) -> SessionStream {
+    let (tx, rx) = mpsc::channel(16);
+    let chunked_sets = hello.capabilities.iter().any(|c| c == CHUNKED_DESIRED_SETS);
+    let delta_sets = hello.capabilities.iter().any(|c| c == DESIRED_SET_DELTAS);
+    let session = SessionTask {
+        hub,
+        cluster,
+        handle,
+        tx,
+        shutdown,
+        ready: None,
+        chunked_sets,
+        delta_sets,
+        sent: None,
+        partial_snapshot: None,
+        delivery: DeliveryClock::default(),
+    };
+    tokio::spawn(session.run(inbound));
+    Box::pin(ReceiverStream::new(rx))
 }
 
 /// One agent stream.
