@@ -7,6 +7,8 @@
 #   FERRY_TESTBED_ETCD                                                      etcd-<version>/ (etcdmain)
 #   FERRY_TESTBED_CRDS_DIR (one <crd name>.yaml each), FERRY_TESTBED_CRDS   crds-velero-<version>-<hash>/
 #   FERRY_TESTBED_MINIO                                                     minio-<version>/ (e2e/build-minio.sh)
+#   FERRY_TESTBED_AZURITE                                                   azurite-<version>/ (e2e/build-azurite.sh;
+#                                                                           npm, not Go: tests/location_access_azurite.rs)
 #   FERRY_TESTBED_VELERO, FERRY_TESTBED_VELERO_PLUGIN_DIR                   velero-<version>/ (build-velero.sh; the
 #                                                                           Velero server, for benches/time_to_visible)
 #   FERRY_TESTBED_HELM, FERRY_TESTBED_CHART_CRDS_DIR                        helm-<version>/, chart-crds-.../
@@ -28,11 +30,14 @@ VELERO_VERSION="$(awk '$1 == "github.com/vmware-tanzu/velero" { print $2 }' "$he
 # MinIO's version is build-minio.sh's (its default, or $MINIO_VERSION as it reads it).
 # shellcheck disable=SC2016 # the sed pattern matches a literal ${...}
 MINIO_VERSION="${MINIO_VERSION:-$(sed -n 's/^MINIO_VERSION="\${MINIO_VERSION:-\(.*\)}"$/\1/p' "$repo/e2e/build-minio.sh")}"
+# Azurite's version is build-azurite.sh's (its default, or $AZURITE_VERSION as it reads it).
+# shellcheck disable=SC2016 # the sed pattern matches a literal ${...}
+AZURITE_VERSION="${AZURITE_VERSION:-$(sed -n 's/^AZURITE_VERSION="\${AZURITE_VERSION:-\(.*\)}"$/\1/p' "$repo/e2e/build-azurite.sh")}"
 # The Velero server's version is build-velero.sh's (its default, or $VELERO_SERVER_VERSION passed to it).
 # shellcheck disable=SC2016 # the sed pattern matches a literal ${...}
 VELERO_SERVER_VERSION="${VELERO_SERVER_VERSION:-$(sed -n 's/^VELERO_VERSION="\${VELERO_VERSION:-\(.*\)}"$/\1/p' "$here/build-velero.sh")}"
 cache="${FERRY_TESTBED_CACHE:-$HOME/.cache/ferry-testbed}"
-export FERRY_TESTBED_CACHE="$cache" # build-minio.sh caches there too
+export FERRY_TESTBED_CACHE="$cache" # build-minio.sh and build-azurite.sh cache there too
 
 kube_dir="$cache/kube-$KUBE_VERSION"
 etcd_dir="$cache/etcd-$ETCD_VERSION"
@@ -135,6 +140,10 @@ build_minio() {
   "$repo/e2e/build-minio.sh"
 }
 
+build_azurite() {
+  AZURITE_VERSION="$AZURITE_VERSION" "$repo/e2e/build-azurite.sh"
+}
+
 build_velero() {
   VELERO_VERSION="$VELERO_SERVER_VERSION" "$here/build-velero.sh"
 }
@@ -149,6 +158,7 @@ built() {
     etcd) [ -x "$etcd_dir/etcd" ] ;;
     crds) [ -s "$crds_dir/all.yaml" ] ;;
     minio) [ -x "$cache/minio-$MINIO_VERSION/minio" ] ;;
+    azurite) [ -x "$cache/azurite-$AZURITE_VERSION/node_modules/.bin/azurite-blob" ] ;;
     velero) [ -x "$cache/velero-$VELERO_SERVER_VERSION/velero" ] && [ -x "$cache/velero-$VELERO_SERVER_VERSION/plugins/velero-plugin-for-aws" ] ;;
     helm) "$here/build-helm.sh" --cached >/dev/null ;;
   esac
@@ -160,7 +170,7 @@ if [ "${1:-}" = "--part" ]; then
   exit
 fi
 
-parts=(kube etcd crds minio velero helm)
+parts=(kube etcd crds minio azurite velero helm)
 missing=()
 for p in "${parts[@]}"; do built "$p" || missing+=("$p"); done
 
@@ -180,7 +190,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  log "building: ${missing[*]} (concurrently, under nice -n 19; all six from cold Go caches take ~10-25 min on 2 cores)"
+  log "building: ${missing[*]} (concurrently, under nice -n 19; all seven from cold caches take ~10-25 min on 2 cores)"
   declare -A pid start
   stop_parts() {
     local p
@@ -228,10 +238,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 minio_bin="$("$repo/e2e/build-minio.sh")" # cached: prints the path at once
+azurite_bin="$(AZURITE_VERSION="$AZURITE_VERSION" "$repo/e2e/build-azurite.sh")" # cached: prints the path at once
 printf 'FERRY_TESTBED_KUBE_APISERVER=%q\n' "$kube_dir/kube-apiserver"
 printf 'FERRY_TESTBED_KUBE_CONTROLLER_MANAGER=%q\n' "$kube_dir/kube-controller-manager"
 printf 'FERRY_TESTBED_ETCD=%q\n' "$etcd_dir/etcd"
 printf 'FERRY_TESTBED_MINIO=%q\n' "$minio_bin"
+printf 'FERRY_TESTBED_AZURITE=%q\n' "$azurite_bin"
 printf 'FERRY_TESTBED_CRDS_DIR=%q\n' "$crds_dir/crds"
 printf 'FERRY_TESTBED_CRDS=%q\n' "$crds_dir/all.yaml"
 VELERO_VERSION="$VELERO_SERVER_VERSION" "$here/build-velero.sh" # cached: prints its two lines at once

@@ -112,7 +112,7 @@ pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<Location
         let loader = Loader::new(store, domain, catalog.concurrency)
             .with_limits(catalog.limits())
             .with_progress(progress.clone());
-        let catalog = loader.refresh(None).await.with_context(|| format!("location {:?}", location.name))?;
+        let catalog = loader.refresh(None).await?;
         tracing::info!(
             location = %location.name,
             backups = catalog.backups.len(),

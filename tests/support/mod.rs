@@ -4,6 +4,7 @@
 //! Each test binary includes this module (`mod support;`) and uses part of it.
 #![allow(dead_code)]
 
+pub mod azurite;
 pub mod minio;
 
 use futures::StreamExt;
