@@ -1,4 +1,4 @@
-//! What an agent accepts from its coordinator (DESIGN §6, defence in depth): even a compromised coordinator
+//! What an agent accepts from its coordinator (docs/design.md §6, defence in depth): even a compromised coordinator
 //! gets nothing applied but ferry's own Velero Backups and PodVolumeBackups in this cluster's Velero namespace
 //! and NonAdminBackups outside protected namespaces, each body naming exactly its item, carrying ferry's label
 //! and (for Velero's kinds) a finished status — so that Velero never *runs* a Backup ferry created, and its

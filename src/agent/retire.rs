@@ -1,4 +1,4 @@
-//! Applying a RETIRE item (DESIGN §3 rule 5): the agent deletes one of ferry's objects only if what is on the
+//! Applying a RETIRE item (docs/design.md §3 rule 5): the agent deletes one of ferry's objects only if what is on the
 //! cluster *now* is still exactly what the coordinator decided on — ferry's label, the same provenance, the same
 //! UID and resourceVersion — and deletes it with those as preconditions, so an object replaced or edited
 //! meanwhile is left alone. A NAB is deleted plainly: never through `spec.deleteBackup`, so no backup data in

@@ -1,4 +1,4 @@
-//! Legacy volume backups in a description (issue 15 point 3): a backup without a PVB file predates them, and
+//! Legacy volume backups in a description: a backup without a PVB file predates them, and
 //! its volume backups are its Pods' `snapshot.velero.io/<volume>` annotations inside its tarball. The tarball
 //! is read on demand, for the one backup described (never while planning), by the coordinator's rpc and by
 //! `ferry describe backup --config` alike.

@@ -320,7 +320,7 @@ pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
     let inputs = hub.take_dirty();
     let started = std::time::Instant::now();
     let mut published = 0;
-    // Built once for every cluster of the pass that gets the same object (issue 16: plan once, share).
+    // Built once for every cluster of the pass that gets the same object (plan once, share: plan/template.rs).
     let templates = if hub.settings.share_templates { TemplateCache::default() } else { TemplateCache::disabled() };
     for (cluster, generation) in &inputs.clusters {
         let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete, &templates);

@@ -57,7 +57,7 @@ impl Graph {
         graph
     }
 
-    /// The first refused rule as an error (the seed's "fail the backup and warn the user").
+    /// The first refused rule as an error (docs/design.md §4: a rule that closes a cycle is refused).
     pub fn check(&self) -> Result<(), GraphError> {
         match self.report.refused_rules.first() {
             Some(r) => Err(GraphError::RuleCycle(r.clone())),

@@ -1,4 +1,4 @@
-//! The resource dependency DAG of a backup (DESIGN §4, seed 004). Pure: no IO, no clock, no async.
+//! The resource dependency DAG of a backup (docs/design.md §4). Pure: no IO, no clock, no async.
 //!
 //! - [`node`]: the objects (identity, owners, references); [`kinds`]: what discovery would say of a kind.
 //! - Reading them from a backup: [`tarball_layout`] (where items are in a tarball, for readers and writers),

@@ -1,10 +1,10 @@
-//! Ordering a graph: Kahn layers, and the seed's hold-and-retry traversal.
+//! Ordering a graph: Kahn layers, and the hold-and-retry traversal of docs/design.md §4.
 //!
 //! Layers: layer 0 holds the objects that depend on nothing but the root (CRDs, Namespaces, StorageClasses,
 //! VolumeSnapshotClasses, …); an object's layer is one more than its deepest dependency. Virtual nodes (rules,
 //! priority gates) cost no layer: they stand for edges, not for something to restore.
 //!
-//! Traversal (seed 004): start at the root's children; process a layer; an item whose parents are not all done
+//! Traversal (docs/design.md §4): start at the root's children; process a layer; an item whose parents are not all done
 //! is put on hold; held items are retried before the next layer; items that never become ready (cycles and what
 //! depends on them) are reported. Each node is visited once and done at most once, so it terminates in
 //! O(nodes + edges).
@@ -103,7 +103,7 @@ pub struct Traversal {
     pub never_ready: Vec<NodeId>,
 }
 
-/// The seed's traversal: breadth-first from the root; an item reached before all its parents are done waits on
+/// The hold-and-retry traversal (docs/design.md §4): breadth-first from the root; an item reached before all its parents are done waits on
 /// hold and is retried, before the next layer, as soon as its last parent is done.
 pub fn traverse(graph: &Graph) -> Traversal {
     let total = graph.node_count();

@@ -1,6 +1,6 @@
 //! Overlap between backups' resource sets: the objects two or more backups share, and whether running them in
-//! parallel is safe. Object-level: Velero 1.18's concurrent backups compare included namespaces only (velero.md
-//! §9c), so two backups of different Deployments in one namespace conflict there but not here; its verdict is
+//! parallel is safe. Object-level: Velero 1.18's concurrent backups compare included namespaces only (docs/upstream.md
+//! §V9c), so two backups of different Deployments in one namespace conflict there but not here; its verdict is
 //! reported next to ferry's for comparison.
 
 use std::collections::{BTreeMap, BTreeSet};

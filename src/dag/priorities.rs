@@ -1,4 +1,4 @@
-//! Restore resource priorities: Velero's defaults (`shared/reference/velero.md` §7, `pkg/cmd/server/config`)
+//! Restore resource priorities: Velero's defaults (docs/upstream.md §V7)
 //! and the `a,b,-,c` syntax of `velero server --restore-resource-priorities` (`pkg/types/priority.go`).
 //!
 //! A priority list ranks resources into tiers: the high list in order, then every other resource (one tier:

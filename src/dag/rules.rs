@@ -1,6 +1,6 @@
 //! User rules from the config (`dependencies.rules`): "objects of kind A (matching a selector) come after
 //! objects of kind B (matching a selector)". They add what neither priorities nor references can know, e.g. an
-//! Ingress after its Services, or a Cluster API ClusterResourceSetBinding after its Cluster (velero.md §9d).
+//! Ingress after its Services, or a Cluster API ClusterResourceSetBinding after its Cluster (docs/upstream.md §V9d).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Where things are in a Velero backup tarball (`<name>.tar.gz`, velero.md §2): the one place that knows the
+//! Where things are in a Velero backup tarball (`<name>.tar.gz`, docs/upstream.md §V2): the one place that knows the
 //! layout, both ways. Building a path is for writers (the fixture's tarballs); parsing one is for readers
 //! ([`super::tarball`], `catalog::legacy_volume_backups`). Pure: paths in, paths out.
 //!
