@@ -3,6 +3,8 @@
 //! side by side in one run; a warm refresh with nothing changed (requests counted: GETs must be 0); peak RSS of
 //! a process doing the cold load. Run with `e2e/bench` (sizes from `FERRY_BENCH_SIZES`, default `10000,100000`).
 
+#[path = "../tests/support/local_server.rs"]
+mod local_server;
 #[path = "../tests/support/minio.rs"]
 mod minio;
 #[path = "support/proc_status.rs"]

@@ -8,13 +8,14 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use ferry::catalog::{BackupFile, Layout};
 
 use support::azurite::{self, Azurite};
+use support::ferry_plan::{self, planned_backups};
 use support::{put_all, velero};
 
 const PREFIX: &str = "velero";
@@ -23,33 +24,9 @@ const CONTAINER: &str = "velero";
 /// A well-formed account key (64 bytes, base64) that is not the account's.
 const WRONG_KEY: &str = "8qzDhiQO6tufbANrFWijTEKzulmPOWNxyYNBGqV/XqxSI7Zrn8Bz+Ec+PU8+Q0uhNyKOMc7lhoPQuRsv0lh4Bw==";
 
-/// `ferry plan -c CONFIG -o json` with no `AZURE_*` (nor proxy) variables of the test's, but `env` of its own.
+/// `ferry plan` with none of the test's `AZURE_*` (nor Azurite's) variables.
 fn plan(config: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    command.args(["plan", "-c"]).arg(config).args(["-o", "json"]).env("FERRY_LOG", "warn");
-    for (name, _) in std::env::vars() {
-        if name.starts_with("AZURE_") || name.starts_with("AZURITE_") || name.to_ascii_lowercase().ends_with("_proxy") {
-            command.env_remove(name);
-        }
-    }
-    command.envs(env.iter().copied());
-    command.current_dir(config.parent().expect("the config's folder")).output().expect("run ferry plan")
-}
-
-/// The backups the plan materializes on the one cluster.
-fn planned_backups(output: &Output) -> Vec<String> {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "ferry plan failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
-    let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let mut names: Vec<String> = plan["clusters"][0]["items"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no items: {plan:#}"))
-        .iter()
-        .filter(|item| item["kind"] == "Backup")
-        .map(|item| item["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
+    ferry_plan::run(config, env, |name: &str| name.starts_with("AZURE_") || name.starts_with("AZURITE_"))
 }
 
 /// One Completed backup of namespace `team-a` in `container`, written through ferry's own Azure store (opened

@@ -9,7 +9,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -17,39 +17,15 @@ use serde_json::{Value, json};
 use ferry::catalog::{BackupFile, Layout};
 use ferry::grpc::certs::{Ca, Validity};
 
+use support::ferry_plan::{self, planned_backups};
 use support::minio::{Minio, MinioOptions};
 use support::{put_all, velero};
 
 const PREFIX: &str = "velero";
 
-/// `ferry plan -c CONFIG -o json` with no `AWS_*` of the test's, but wrong ones of its own in `env` when given:
-/// a location with a credential must not read them.
+/// `ferry plan` with none of the test's `AWS_*` variables (a location with a credential must not need them).
 fn plan(config: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    command.args(["plan", "-c"]).arg(config).args(["-o", "json"]).env("FERRY_LOG", "warn");
-    for (name, _) in std::env::vars() {
-        if name.starts_with("AWS_") || name.ends_with("_PROXY") || name.ends_with("_proxy") {
-            command.env_remove(name);
-        }
-    }
-    command.envs(env.iter().copied());
-    command.current_dir(config.parent().expect("the config's folder")).output().expect("run ferry plan")
-}
-
-/// The backups the plan materializes on the one cluster, by location.
-fn planned_backups(output: &Output) -> Vec<String> {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "ferry plan failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
-    let plan: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let mut names: Vec<String> = plan["clusters"][0]["items"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no items: {plan:#}"))
-        .iter()
-        .filter(|item| item["kind"] == "Backup")
-        .map(|item| item["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
+    ferry_plan::run(config, env, |name: &str| name.starts_with("AWS_"))
 }
 
 /// One Completed backup of namespace `team-a` in `bucket` on `minio`.

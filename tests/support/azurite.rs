@@ -13,13 +13,15 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ferry::bucket::{CredentialSource, Store, StoreConfig};
+
+use super::local_server::{WATCHDOG, addr, cached_build, free_ports};
 
 /// The storage account of every instance.
 pub const ACCOUNT: &str = "ferryacct";
@@ -28,18 +30,6 @@ pub const KEY: &str = "iy7vk7K6VOEWPsiJ1DnWZTlIPLZtMYU2/j8+rPb2pagN7zhFXGjnRHfaC
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Starts `"$@"` (Azurite) in the background with its output appended to `$1`, and a watchdog that sends it
-/// `SIGTERM` when our stdin reaches end-of-file (read through fd 3: a background job's stdin is `/dev/null`).
-const WATCHDOG: &str = r#"
-log="$1"; shift
-exec 3<&0
-"$@" >>"$log" 2>&1 </dev/null &
-pid=$!
-{ cat <&3 >/dev/null; kill -TERM "$pid" 2>/dev/null; } &
-exec 3<&-
-wait "$pid"
-"#;
 
 /// Creates container `$AZ_CONTAINER` with a SharedKey-signed `PUT /<account>/<container>?restype=container`
 /// (Azurite has no command for it; node's own crypto and http, no package). Exits 0 on 201 Created.
@@ -97,7 +87,7 @@ impl Azurite {
             velero_credentials_file("AZURE_STORAGE_ACCOUNT_ACCESS_KEY", KEY),
         )
         .expect("write the credentials file");
-        let port = free_port();
+        let [port] = free_ports();
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(WATCHDOG)
@@ -234,42 +224,10 @@ pub fn velero_credentials_file(variable: &str, key: &str) -> String {
     )
 }
 
-/// `azurite-blob` from `e2e/build-azurite.sh` (run once per test binary). Fails the test if the script fails.
+/// `azurite-blob` from `e2e/build-azurite.sh` (run once per test binary).
 fn azurite_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/build-azurite.sh");
-        eprintln!("running {} (installs Azurite with npm on a fresh machine, ~30 s; then cached)", script.display());
-        let output = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "{} failed ({}); Azurite is required for these tests, they are never skipped.\nstderr:\n{stderr}",
-            script.display(),
-            output.status
-        );
-        let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-        assert!(
-            path.is_file(),
-            "{} printed {:?}, which is not a file.\nstderr:\n{stderr}",
-            script.display(),
-            path.display()
-        );
-        path
-    })
-}
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
-}
-
-/// A free port on 127.0.0.1 (bound to port 0, read, released).
-fn free_port() -> u16 {
-    TcpListener::bind(addr(0)).expect("bind 127.0.0.1:0").local_addr().unwrap().port()
+    BINARY.get_or_init(|| cached_build("build-azurite.sh", "Azurite", "an npm install, ~30 s"))
 }
 
 /// Whether `GET /` gets an HTTP answer (Azurite says 400 to it: any status means it serves).

@@ -9,17 +9,20 @@
 //! (the instance is stopped or dropped, or the test process exits for any reason, even `SIGKILL`), the watchdog
 //! sends MinIO `SIGTERM`. This is what ends the shared instance, whose `Drop` never runs (it lives in a static).
 //!
-//! Included by several targets (`tests/support/mod.rs`, `benches/catalog.rs`), each using part of it.
+//! Included by several targets (`tests/support/mod.rs`, `benches/catalog.rs`, each beside `local_server.rs`), each
+//! using part of it.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ferry::bucket::{S3Credentials, Store, StoreConfig};
+
+use super::local_server::{WATCHDOG, addr, cached_build, free_ports};
 
 /// The root credentials of every instance.
 pub const ACCESS_KEY: &str = "ferry-test";
@@ -28,22 +31,6 @@ pub const REGION: &str = "us-east-1";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Starts `"$@"` (MinIO) in the background with its output appended to `$1`, and a watchdog that sends it
-/// `SIGTERM` when our stdin reaches end-of-file. A background job's stdin is `/dev/null` in a shell without job
-/// control, so the watchdog reads the pipe through fd 3. The script exits with MinIO's status.
-const WATCHDOG: &str = r#"
-log="$1"; shift
-exec 3<&0
-"$@" >>"$log" 2>&1 </dev/null &
-pid=$!
-{ cat <&3 >/dev/null; kill -TERM "$pid" 2>/dev/null; } &
-exec 3<&-
-wait "$pid"
-status=$?
-if [ -n "${FERRY_MINIO_REMOVE_DIR:-}" ]; then rm -rf "$FERRY_MINIO_REMOVE_DIR"; fi
-exit "$status"
-"#;
 
 /// How [`Minio::start_with`] sets an instance up; the default is [`Minio::start`]'s.
 #[derive(Debug, Clone, Default)]
@@ -115,7 +102,7 @@ impl Minio {
         } else {
             (Some(dir), false)
         };
-        let (port, console_port) = free_ports();
+        let [port, console_port] = free_ports();
         let mut minio = Minio {
             endpoint: format!("{scheme}://127.0.0.1:{port}"),
             access_key,
@@ -175,7 +162,7 @@ impl Minio {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if self.remove_dir_on_exit {
-            cmd.env("FERRY_MINIO_REMOVE_DIR", &self.root);
+            cmd.env("FERRY_REMOVE_DIR_ON_EXIT", &self.root);
         }
         if let Some(domain) = &self.options.domain {
             cmd.env("MINIO_DOMAIN", domain);
@@ -311,44 +298,10 @@ impl Drop for Minio {
     }
 }
 
-/// The MinIO binary from `e2e/build-minio.sh` (run once per test binary). Fails the test if the script fails.
+/// The MinIO binary from `e2e/build-minio.sh` (run once per test binary).
 fn minio_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/build-minio.sh");
-        eprintln!("running {} (builds MinIO on a fresh machine, ~6 min; then cached)", script.display());
-        let output = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "{} failed ({}); MinIO is required for these tests, they are never skipped.\nstderr:\n{stderr}",
-            script.display(),
-            output.status
-        );
-        let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-        assert!(
-            path.is_file(),
-            "{} printed {:?}, which is not a file.\nstderr:\n{stderr}",
-            script.display(),
-            path.display()
-        );
-        path
-    })
-}
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
-}
-
-/// Two distinct free ports on 127.0.0.1 (bound to port 0, read, released).
-fn free_ports() -> (u16, u16) {
-    let a = TcpListener::bind(addr(0)).expect("bind 127.0.0.1:0");
-    let b = TcpListener::bind(addr(0)).expect("bind 127.0.0.1:0");
-    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
+    BINARY.get_or_init(|| cached_build("build-minio.sh", "MinIO", "~6 min"))
 }
 
 /// Whether `GET /minio/health/<check>` answers 200 over HTTPS (any certificate: only liveness is asked).

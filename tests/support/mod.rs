@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 pub mod azurite;
+pub mod ferry_plan;
+pub mod local_server;
 pub mod minio;
 
 use futures::StreamExt;
