@@ -51,17 +51,26 @@ impl TestBed {
     pub fn up_with_plain_velero(plain: &[&str]) -> Self {
         let build = Command::new(root().join("e2e/testbed/build.sh")).status().expect("run e2e/testbed/build.sh");
         assert!(build.success(), "e2e/testbed/build.sh failed");
-        let state = tempfile::Builder::new().prefix("ferry-e2e-").tempdir().expect("state dir");
-        let out = Command::new(root().join("e2e/testbed/up.sh"))
-            .arg(state.path())
-            .env("FERRY_TESTBED_PLAIN_VELERO", plain.join(" "))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run e2e/testbed/up.sh");
-        assert!(out.status.success(), "e2e/testbed/up.sh failed");
-        let env_path = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        let env = parse_env(&std::fs::read_to_string(&env_path).expect("env file"));
-        Self { state, env }
+        // A second start on fresh ports and state when the first fails: its ports are chosen at random before the
+        // servers bind them, so another process may take one in between. A second failure fails the test.
+        for attempt in 1..=2 {
+            let state = tempfile::Builder::new().prefix("ferry-e2e-").tempdir().expect("state dir");
+            let out = Command::new(root().join("e2e/testbed/up.sh"))
+                .arg(state.path())
+                .env("FERRY_TESTBED_PLAIN_VELERO", plain.join(" "))
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("run e2e/testbed/up.sh");
+            if out.status.success() {
+                let env_path =
+                    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
+                let env = parse_env(&std::fs::read_to_string(&env_path).expect("env file"));
+                return Self { state, env };
+            }
+            eprintln!("e2e/testbed/up.sh failed (attempt {attempt} of 2); the logs of its parts:");
+            print_log_tails(&state.path().join("logs"));
+        }
+        panic!("e2e/testbed/up.sh failed twice (logs above)");
     }
 
     pub fn var(&self, key: &str) -> String {
@@ -658,5 +667,16 @@ impl MinioProcess {
         let mut pids = std::fs::OpenOptions::new().append(true).open(bed.state.path().join("pids")).expect("pids");
         writeln!(pids, "minio-restarted {} {start_time}", child.id()).expect("pids");
         std::mem::forget(child);
+    }
+}
+
+/// The last lines of every log of a bed that did not start (its state directory is removed with it).
+fn print_log_tails(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        eprintln!("--- {} ---\n{tail}", entry.path().display());
     }
 }
