@@ -211,7 +211,15 @@ async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm(
     assert_eq!(denied.status.code(), Some(4), "refused: the documented exit code");
     assert!(String::from_utf8_lossy(&denied.stderr).contains("PermissionDenied"));
 
-    // SIGTERM: streams end with a goodbye and the process exits promptly and cleanly.
+    // SIGTERM: streams end with a goodbye and the process exits promptly and cleanly. The agent's link is watched
+    // from before the signal: its reconnect attempt replaces the goodbye as its last error soon after.
+    let mut link = agent.link();
+    let told = tokio::spawn(async move {
+        let goodbye =
+            |l: &ferry::agent::client::Link| l.last_error.as_deref().is_some_and(|e| e.contains("shutting down"));
+        let told = matches!(tokio::time::timeout(Duration::from_secs(10), link.wait_for(goodbye)).await, Ok(Ok(_)));
+        if told { Ok(()) } else { Err(link.borrow().last_error.clone().unwrap_or_default()) }
+    });
     let pid = child.id().expect("pid") as i32;
     let started = Instant::now();
     // SAFETY: sending a signal to our own child process.
@@ -219,8 +227,9 @@ async fn coordinator_binary_serves_an_agent_reports_status_and_stops_on_sigterm(
     let exit = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("exits in time").expect("wait");
     assert!(exit.success(), "{exit:?}");
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
-    let link = wait_link(&agent, |l| !l.connected).await;
-    assert!(link.last_error.unwrap_or_default().contains("shutting down"));
+    if let Err(error) = told.await.expect("the watch task joins") {
+        panic!("the agent was not told why its stream ended: {error}");
+    }
     agent.abort();
 }
 
