@@ -15,13 +15,13 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ferry::bucket::{CredentialSource, Store, StoreConfig};
 
-use super::local_server::{WATCHDOG, addr, cached_build, free_ports};
+use super::local_server::{Watched, addr, cached_build, free_ports, watched_command};
 
 /// The storage account of every instance.
 pub const ACCOUNT: &str = "ferryacct";
@@ -29,7 +29,6 @@ pub const ACCOUNT: &str = "ferryacct";
 pub const KEY: &str = "iy7vk7K6VOEWPsiJ1DnWZTlIPLZtMYU2/j8+rPb2pagN7zhFXGjnRHfaCRbrb0nyPux8iKmdoFn4CXuz0pP0rQ==";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
-const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Creates container `$AZ_CONTAINER` with a SharedKey-signed `PUT /<account>/<container>?restype=container`
 /// (Azurite has no command for it; node's own crypto and http, no package). Exits 0 on 201 Created.
@@ -66,13 +65,7 @@ pub struct Azurite {
     pub port: u16,
     /// Holds `data/` (Azurite's workspace), `azurite.log`, `debug.log` and `azure-credentials`.
     dir: tempfile::TempDir,
-    process: Option<Process>,
-}
-
-struct Process {
-    watchdog: Child,
-    /// Dropping it closes the pipe, which stops Azurite.
-    lifeline: Option<ChildStdin>,
+    process: Option<Watched>,
 }
 
 impl Azurite {
@@ -88,30 +81,18 @@ impl Azurite {
         )
         .expect("write the credentials file");
         let [port] = free_ports();
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg(WATCHDOG)
-            .arg("ferry-azurite-watchdog")
-            .arg(dir.path().join("azurite.log"))
-            .arg(binary)
-            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string(), "--location"])
+        let mut cmd = watched_command("azurite", &dir.path().join("azurite.log"), binary);
+        cmd.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string(), "--location"])
             .arg(dir.path().join("data"))
             .arg("--debug")
             .arg(dir.path().join("debug.log"))
             .args(["--skipApiVersionCheck", "--disableTelemetry"])
-            .env("AZURITE_ACCOUNTS", format!("{ACCOUNT}:{KEY}"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // Its own process group, so that a last-resort kill reaches Azurite too.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut watchdog = cmd.spawn().unwrap_or_else(|e| panic!("cannot start /bin/sh to run Azurite: {e}"));
-        let lifeline = watchdog.stdin.take();
+            .env("AZURITE_ACCOUNTS", format!("{ACCOUNT}:{KEY}"));
         let mut azurite = Azurite {
             endpoint: format!("http://127.0.0.1:{port}/{ACCOUNT}"),
             port,
             dir,
-            process: Some(Process { watchdog, lifeline }),
+            process: Some(Watched::spawn(cmd, "Azurite")),
         };
         azurite.wait_until_live();
         azurite
@@ -134,7 +115,7 @@ impl Azurite {
             if answers_http(self.port) {
                 return;
             }
-            let exited = self.process.as_mut().and_then(|p| p.watchdog.try_wait().ok().flatten());
+            let exited = self.process.as_mut().and_then(Watched::exited);
             if let Some(status) = exited {
                 self.process = None;
                 panic!("Azurite exited ({status}) before {} answered; its log:\n{}", self.endpoint, self.log());
@@ -150,21 +131,8 @@ impl Azurite {
 
     /// Stops Azurite (SIGTERM through the watchdog, SIGKILL to its process group after 20 s) and waits for it.
     pub fn stop(&mut self) {
-        let Some(mut process) = self.process.take() else { return };
-        drop(process.lifeline.take());
-        let started = Instant::now();
-        loop {
-            match process.watchdog.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if started.elapsed() < STOP_TIMEOUT => std::thread::sleep(Duration::from_millis(50)),
-                _ => {
-                    // The group id is the watchdog's pid (process_group(0)); it holds Azurite and the watchdog only.
-                    let group = format!("-{}", process.watchdog.id());
-                    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-                    let _ = process.watchdog.wait();
-                    break;
-                }
-            }
+        if let Some(process) = self.process.take() {
+            process.stop();
         }
     }
 

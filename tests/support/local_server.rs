@@ -6,7 +6,11 @@
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server has to stop after SIGTERM before its process group is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Starts `"$@"` in the background with its output appended to `$1`, and a watchdog that sends it `SIGTERM` when
 /// our stdin reaches end-of-file: the server is stopped when the test drops it, and also when the test process
@@ -25,6 +29,55 @@ status=$?
 if [ -n "${FERRY_REMOVE_DIR_ON_EXIT:-}" ]; then rm -rf "$FERRY_REMOVE_DIR_ON_EXIT"; fi
 exit "$status"
 "#;
+
+/// A server running under [`WATCHDOG`], in a process group of its own (so a last-resort kill reaches it too).
+pub struct Watched {
+    watchdog: Child,
+    /// Dropping it closes the pipe, which stops the server.
+    lifeline: Option<ChildStdin>,
+}
+
+/// The command that runs `program` under the watchdog, its output appended to `log`; add its arguments and
+/// environment, then [`Watched::spawn`] it.
+pub fn watched_command(name: &str, log: &Path, program: &Path) -> Command {
+    let mut command = Command::new("/bin/sh");
+    command.arg("-c").arg(WATCHDOG).arg(format!("ferry-{name}-watchdog")).arg(log).arg(program);
+    command
+}
+
+impl Watched {
+    pub fn spawn(mut command: Command, name: &str) -> Watched {
+        command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut watchdog = command.spawn().unwrap_or_else(|e| panic!("cannot start /bin/sh to run {name}: {e}"));
+        let lifeline = watchdog.stdin.take();
+        Watched { watchdog, lifeline }
+    }
+
+    /// The server's exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.watchdog.try_wait().ok().flatten()
+    }
+
+    /// Stops the server (SIGTERM through the watchdog, SIGKILL to its process group after 20 s) and waits for it.
+    pub fn stop(mut self) {
+        drop(self.lifeline.take());
+        let started = Instant::now();
+        loop {
+            match self.watchdog.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if started.elapsed() < STOP_TIMEOUT => std::thread::sleep(Duration::from_millis(50)),
+                _ => {
+                    // The group id is the watchdog's pid (process_group(0)); it holds the server and the watchdog.
+                    let group = format!("-{}", self.watchdog.id());
+                    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+                    let _ = self.watchdog.wait();
+                    return;
+                }
+            }
+        }
+    }
+}
 
 /// The path `e2e/<script>` prints: it builds or installs `what` on a fresh machine (`cold` says how long) and
 /// then prints the cached path at once. Panics (the test fails, never skips) if the script fails.

@@ -16,13 +16,13 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ferry::bucket::{S3Credentials, Store, StoreConfig};
 
-use super::local_server::{WATCHDOG, addr, cached_build, free_ports};
+use super::local_server::{Watched, addr, cached_build, free_ports, watched_command};
 
 /// The root credentials of every instance.
 pub const ACCESS_KEY: &str = "ferry-test";
@@ -55,14 +55,8 @@ pub struct Minio {
     dir: Option<tempfile::TempDir>,
     root: PathBuf,
     remove_dir_on_exit: bool,
-    process: Option<Process>,
+    process: Option<Watched>,
     options: MinioOptions,
-}
-
-struct Process {
-    watchdog: Child,
-    /// Dropping it closes the pipe, which stops MinIO.
-    lifeline: Option<ChildStdin>,
 }
 
 impl Minio {
@@ -140,13 +134,8 @@ impl Minio {
 
     fn spawn(&mut self) {
         assert!(self.process.is_none(), "MinIO on port {} is already running", self.port);
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg(WATCHDOG)
-            .arg("ferry-minio-watchdog")
-            .arg(self.log_path())
-            .arg(&self.binary)
-            .arg("server")
+        let mut cmd = watched_command("minio", &self.log_path(), &self.binary);
+        cmd.arg("server")
             .arg(self.data_dir())
             .arg("--address")
             .arg(format!("127.0.0.1:{}", self.port))
@@ -157,21 +146,14 @@ impl Minio {
             .env("MINIO_UPDATE", "off")
             .env("MINIO_BROWSER", "off")
             .arg("--certs-dir")
-            .arg(self.root.join("certs"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .arg(self.root.join("certs"));
         if self.remove_dir_on_exit {
             cmd.env("FERRY_REMOVE_DIR_ON_EXIT", &self.root);
         }
         if let Some(domain) = &self.options.domain {
             cmd.env("MINIO_DOMAIN", domain);
         }
-        // Its own process group, so that a last-resort kill reaches MinIO too.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut watchdog = cmd.spawn().unwrap_or_else(|e| panic!("cannot start /bin/sh to run MinIO: {e}"));
-        let lifeline = watchdog.stdin.take();
-        self.process = Some(Process { watchdog, lifeline });
+        self.process = Some(Watched::spawn(cmd, "MinIO"));
         self.wait_until_live();
     }
 
@@ -187,7 +169,7 @@ impl Minio {
             if healthy("live") && healthy("cluster") {
                 return;
             }
-            let exited = self.process.as_mut().and_then(|p| p.watchdog.try_wait().ok().flatten());
+            let exited = self.process.as_mut().and_then(Watched::exited);
             if let Some(status) = exited {
                 self.process = None;
                 panic!(
@@ -213,22 +195,8 @@ impl Minio {
     /// Stops MinIO (SIGTERM through the watchdog, SIGKILL to its process group after 20 s) and waits for it.
     /// The data directory and port are kept for [`Self::restart`].
     pub fn stop(&mut self) {
-        let Some(mut process) = self.process.take() else { return };
-        drop(process.lifeline.take());
-        let started = Instant::now();
-        loop {
-            match process.watchdog.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if started.elapsed() < STOP_TIMEOUT => std::thread::sleep(Duration::from_millis(50)),
-                _ => {
-                    // The group id is the watchdog's pid (process_group(0)); it holds MinIO and the watchdog only.
-                    let group = format!("-{}", process.watchdog.id());
-                    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-                    let _ = process.watchdog.wait();
-                    break;
-                }
-            }
-        }
+        let Some(process) = self.process.take() else { return };
+        process.stop();
         // The port must be free again before a restart binds it.
         let deadline = Instant::now() + STOP_TIMEOUT;
         while TcpStream::connect_timeout(&addr(self.port), Duration::from_millis(200)).is_ok()
