@@ -21,7 +21,6 @@ use ferry::grpc::proto::{
     ApplyOutcome, DescribeBackupRequest, DescribeBackupResponse, DescribedBackup, DescribedCluster, DescribedItem,
     DescribedPodVolumeBackup, DesiredAction, ObjectRef,
 };
-use ferry::model::{Inventory, InventoryObject};
 use ferry::plan::{PlanOptions, plan_cluster};
 
 use super::operator_client::CoordinatorConnection;
@@ -93,16 +92,14 @@ async fn describe_offline(
         .iter()
         .map(|c| desired_set(&plan_cluster(&catalogs, c, &config.mappings, &options), complete))
         .collect();
-    let objects: Vec<Vec<InventoryObject>> = clusters.iter().map(|c| inventory_objects(&c.inventory)).collect();
     let no_results = HashMap::new();
     let records: Vec<ClusterRecords<'_>> = clusters
         .iter()
         .zip(&desired)
-        .zip(&objects)
-        .map(|((cluster, desired), objects)| ClusterRecords {
+        .map(|(cluster, desired)| ClusterRecords {
             cluster: &cluster.name,
             state: "recorded",
-            objects: objects.iter().collect(),
+            inventory: &cluster.inventory,
             desired,
             results: &no_results,
         })
@@ -123,14 +120,6 @@ fn loaders(config: &LoadedConfig) -> anyhow::Result<Vec<Loader>> {
         loaders.push(Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()));
     }
     Ok(loaders)
-}
-
-/// The kinds a description looks at, out of a recorded inventory.
-fn inventory_objects(inventory: &Inventory) -> Vec<InventoryObject> {
-    let backups = inventory.backups.iter().cloned().map(InventoryObject::Backup);
-    let pvbs = inventory.pod_volume_backups.iter().cloned().map(InventoryObject::PodVolumeBackup);
-    let nabs = inventory.non_admin_backups.iter().cloned().map(InventoryObject::NonAdminBackup);
-    backups.chain(pvbs).chain(nabs).collect()
 }
 
 /// `-o json|yaml`.

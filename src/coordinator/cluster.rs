@@ -10,7 +10,7 @@ use crate::grpc::convert::{ItemError, ObjectKey, api_of, inventory_object, serve
 use crate::grpc::proto::{
     ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
 };
-use crate::model::{Inventory, InventoryObject, ownership};
+use crate::model::{Inventory, InventoryObject, ObjectMeta, ownership};
 use crate::plan::ClusterState;
 
 /// The open agent stream of a cluster, if any.
@@ -37,11 +37,10 @@ pub enum Liveness {
 /// The coordinator's record of one configured cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterRecord {
-    /// The planner's view (name, Velero namespace, configured BSL names); the inventory part is rebuilt from
-    /// `objects` on every plan.
-    pub config: ClusterState,
-    /// Every inventory object, by identity.
-    pub objects: BTreeMap<ObjectKey, InventoryObject>,
+    /// The planner's input: the cluster's config (name, Velero namespace, configured BSL names), its inventory
+    /// as its agent published it and whether it is live. Held once and handed to every plan pass as is: an
+    /// update copies it only while a pass still reads the previous one.
+    state: Arc<ClusterState>,
     pub session: Option<Session>,
     /// When the agent last sent anything (heartbeats and every other message count).
     pub last_seen: Option<SystemTime>,
@@ -49,15 +48,12 @@ pub struct ClusterRecord {
     pub desired: Arc<DesiredSet>,
     /// The agent's latest outcome per item of `desired` (results for older versions are dropped).
     pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
-    /// The objects of `desired`, the only ones results are kept for.
-    desired_keys: HashSet<ObjectKey>,
+    /// The positions of `desired`'s items sorted by ref: results are kept only for objects of the set.
+    desired_order: Vec<u32>,
     /// Counts inventory changes, so a DesiredSet can say which inventory it was planned from.
     pub generation: u64,
     /// Which kinds the cluster serves, as its agent last said (`None`: never said; every kind is assumed).
     pub apis: Option<ClusterApis>,
-    /// The planner's input as last built, with the generation and liveness it was built for: a pass that
-    /// replans every cluster for a catalog change takes it as is (objects are shared, not copied).
-    planner_input: Option<(u64, bool, Arc<ClusterState>)>,
     /// [`ClusterRecord::retirement_view`] as last built, with the generation it was built for: every location
     /// refresh takes it of every cluster.
     retirement_input: Option<(u64, Arc<ClusterState>)>,
@@ -65,19 +61,33 @@ pub struct ClusterRecord {
 
 impl ClusterRecord {
     pub fn new(config: ClusterState) -> Self {
+        let mut state = ClusterState { inventory: Inventory::default(), live: false, ..config };
+        state.inventory.apis = served_apis(None);
         Self {
-            config,
-            objects: BTreeMap::new(),
+            state: Arc::new(state),
             session: None,
             last_seen: None,
             desired: Arc::new(DesiredSet::default()),
             results: HashMap::new(),
-            desired_keys: HashSet::new(),
+            desired_order: Vec::new(),
             generation: 0,
             apis: None,
-            planner_input: None,
             retirement_input: None,
         }
+    }
+
+    /// The cluster's name, as configured.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// Every object of the cluster's inventory.
+    pub fn inventory(&self) -> &Inventory {
+        &self.state.inventory
+    }
+
+    fn inventory_mut(&mut self) -> &mut Inventory {
+        &mut Arc::make_mut(&mut self.state).inventory
     }
 
     /// Replaces every object of `resource`'s kind with the snapshot's. Items that fail validation are left out
@@ -96,23 +106,19 @@ impl ClusterRecord {
         max_items: usize,
     ) -> (bool, Vec<RejectedItem>) {
         let CheckedItems { objects, mut rejected } = checked;
-        let same_type = |k: &ObjectKey| k.kind == resource.kind && k.group == resource.group;
-        let others = self.objects.keys().filter(|k| !same_type(k)).count();
-        let room = max_items.saturating_sub(others);
-        let mut fresh = BTreeMap::new();
-        for (key, object) in objects {
-            if fresh.len() >= room && !fresh.contains_key(&key) {
-                rejected.push(over_cap(&key, max_items));
+        let held = self.inventory();
+        let room = max_items.saturating_sub(held.len() - held.count_of(&resource.kind));
+        let mut fresh = Vec::with_capacity(objects.len().min(room));
+        let mut taken: HashSet<&ObjectKey> = HashSet::new();
+        for (key, object) in &objects {
+            if taken.len() >= room && !taken.contains(key) {
+                rejected.push(over_cap(key, max_items));
                 continue;
             }
-            fresh.insert(key, object);
+            taken.insert(key);
+            fresh.push(object.clone());
         }
-        let (old, kept): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.objects).into_iter().partition(|(k, _)| same_type(k));
-        let changed = !old.iter().map(|(k, v)| (k, v)).eq(fresh.iter());
-        // Built whole from sorted entries, the map's nodes are full; inserted one by one they are about half
-        // full (at a thousand clusters × a thousand objects that was ~110 MB).
-        self.objects = kept.into_iter().chain(fresh).collect();
+        let changed = self.inventory_mut().replace_kind(&resource.kind, fresh);
         // Every snapshot counts (even an unchanged one): a stream waits for a set planned after it.
         self.generation += 1;
         (changed, rejected)
@@ -133,16 +139,19 @@ impl ClusterRecord {
     ) -> (bool, Vec<RejectedItem>) {
         let CheckedItems { objects, mut rejected } = upserts;
         let mut changed = false;
+        let inventory = self.inventory_mut();
         for r in deletes {
-            changed |= self.objects.remove(&ObjectKey::of_ref(r)).is_some();
+            // The group is part of an object's identity: a delete naming another group's kind removes nothing.
+            if api_of(&r.kind).is_some_and(|(group, _)| group == r.group) {
+                changed |= inventory.remove(&r.kind, &r.namespace, &r.name);
+            }
         }
         for (key, object) in objects {
-            if self.objects.len() >= max_items && !self.objects.contains_key(&key) {
+            if inventory.len() >= max_items && !inventory.contains(&key.kind, &key.namespace, &key.name) {
                 rejected.push(over_cap(&key, max_items));
                 continue;
             }
-            let previous = self.objects.insert(key, object.clone());
-            changed |= previous.as_ref() != Some(&object);
+            changed |= inventory.upsert(object);
         }
         if changed {
             self.generation += 1;
@@ -155,6 +164,7 @@ impl ClusterRecord {
         if self.apis == apis {
             return false;
         }
+        self.inventory_mut().apis = served_apis(apis.as_ref());
         self.apis = apis;
         self.generation += 1;
         true
@@ -180,16 +190,23 @@ impl ClusterRecord {
         }
         for result in items {
             let Some(r) = &result.r#ref else { continue };
-            let key = ObjectKey::of_ref(r);
-            if !self.desired_keys.contains(&key) {
+            if !self.is_desired(r) {
                 continue;
             }
             let outcome = ApplyOutcome::try_from(result.outcome).unwrap_or(ApplyOutcome::Unspecified);
             let message: String = result.message.chars().take(MAX_RESULT_MESSAGE).collect();
-            self.results.insert(key, (outcome, message));
+            self.results.insert(ObjectKey::of_ref(r), (outcome, message));
             *taken.entry(outcome).or_default() += 1;
         }
         taken
+    }
+
+    /// Whether the current DesiredSet has an item for the object `r` names (whatever the API version).
+    fn is_desired(&self, r: &ObjectRef) -> bool {
+        let items = &self.desired.items;
+        self.desired_order
+            .binary_search_by(|&i| items[i as usize].r#ref.as_ref().map(identity).cmp(&Some(identity(r))))
+            .is_ok()
     }
 
     /// Installs a newly computed DesiredSet; results of the previous one no longer apply unless the version
@@ -198,32 +215,25 @@ impl ClusterRecord {
         if desired.version == self.desired.version {
             return false;
         }
-        self.desired_keys = desired.items.iter().filter_map(|i| i.r#ref.as_ref()).map(ObjectKey::of_ref).collect();
+        let mut order: Vec<u32> = (0..desired.items.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| desired.items[i as usize].r#ref.as_ref().map(identity));
+        self.desired_order = order;
         self.desired = desired;
         self.results.clear();
         true
     }
 
-    /// The planner's input for this cluster.
+    /// The planner's input for this cluster, as a copy.
     pub fn cluster_state(&self) -> ClusterState {
-        let mut inventory = Inventory::default();
-        for object in self.objects.values() {
-            inventory.insert(object.clone());
-        }
-        inventory.apis = served_apis(self.apis.as_ref());
-        ClusterState { inventory, ..self.config.clone() }
+        ClusterState::clone(&self.state)
     }
 
-    /// [`ClusterRecord::cluster_state`] with `live` set, built again only when the inventory changed since.
+    /// The planner's input with `live` set: the record's own, shared, not a copy.
     pub fn planner_input(&mut self, live: bool) -> Arc<ClusterState> {
-        match &self.planner_input {
-            Some((generation, was_live, input)) if *generation == self.generation && *was_live == live => input.clone(),
-            _ => {
-                let input = Arc::new(ClusterState { live, ..self.cluster_state() });
-                self.planner_input = Some((self.generation, live, input.clone()));
-                input
-            }
+        if self.state.live != live {
+            Arc::make_mut(&mut self.state).live = live;
         }
+        self.state.clone()
     }
 
     /// What retirement's bookkeeping reads of this cluster: its BSLs and the objects ferry made, nothing else
@@ -242,33 +252,37 @@ impl ClusterRecord {
     }
 
     fn build_retirement_view(&self) -> ClusterState {
-        let mut inventory = Inventory::default();
-        for object in self.objects.values() {
-            let ours = match object {
-                InventoryObject::StorageLocation(_) => true,
-                InventoryObject::Backup(o) => ownership::is_ferry_managed(&o.meta().labels),
-                InventoryObject::PodVolumeBackup(o) => ownership::is_ferry_managed(&o.meta().labels),
-                InventoryObject::NonAdminBackup(o) => ownership::is_ferry_managed(&o.meta().labels),
-                InventoryObject::Namespace { .. } => false,
-            };
-            if ours {
-                inventory.insert(object.clone());
-            }
-        }
-        ClusterState { inventory, ..self.config.clone() }
+        let held = self.inventory();
+        let ours = |meta: &ObjectMeta| ownership::is_ferry_managed(&meta.labels);
+        let inventory = Inventory {
+            storage_locations: held.storage_locations.clone(),
+            backups: held.backups.iter().filter(|o| ours(o.meta())).cloned().collect(),
+            pod_volume_backups: held.pod_volume_backups.iter().filter(|o| ours(o.meta())).cloned().collect(),
+            non_admin_backups: held.non_admin_backups.iter().filter(|o| ours(o.meta())).cloned().collect(),
+            ..Inventory::default()
+        };
+        self.view_with(inventory)
     }
 
-    /// Only the BSLs (for writer collisions, taken of every cluster whenever one's BSLs change): a range of
-    /// `objects`, never a walk over the whole inventory.
+    /// Only the BSLs (for writer collisions, taken of every cluster whenever one's BSLs change).
     pub fn storage_location_view(&self) -> ClusterState {
-        const KIND: &str = "BackupStorageLocation";
-        let group = api_of(KIND).map_or("", |(group, _)| group);
-        let first = ObjectKey { group: group.into(), kind: KIND.into(), namespace: String::new(), name: String::new() };
-        let mut inventory = Inventory::default();
-        for (_, object) in self.objects.range(first..).take_while(|(k, _)| k.group == group && k.kind == KIND) {
-            inventory.insert(object.clone());
+        let storage_locations = self.inventory().storage_locations.clone();
+        self.view_with(Inventory { storage_locations, ..Inventory::default() })
+    }
+
+    /// The cluster's config with `inventory` in place of its own, not live.
+    fn view_with(&self, mut inventory: Inventory) -> ClusterState {
+        inventory.declares_non_admin_backups = !inventory.non_admin_backups.is_empty();
+        let config = &*self.state;
+        ClusterState {
+            name: config.name.clone(),
+            velero_namespace: config.velero_namespace.clone(),
+            inventory,
+            storage_locations: config.storage_locations.clone(),
+            granted_locations: config.granted_locations.clone(),
+            allow_read_write_locations: config.allow_read_write_locations,
+            live: false,
         }
-        ClusterState { inventory, ..self.config.clone() }
     }
 
     pub fn liveness(&self, now: SystemTime, heartbeat: Duration, missed: u32) -> Liveness {
@@ -279,14 +293,20 @@ impl ClusterRecord {
         if silent > heartbeat * missed { Liveness::Stale } else { Liveness::Live }
     }
 
-    /// Inventory counts per kind.
+    /// Inventory counts per kind (kinds it holds none of are left out).
     pub fn counts_by_kind(&self) -> BTreeMap<String, u64> {
-        let mut counts = BTreeMap::new();
-        for key in self.objects.keys() {
-            *counts.entry(key.kind.clone()).or_default() += 1;
-        }
-        counts
+        let held = self.inventory();
+        ["Namespace", "BackupStorageLocation", "Backup", "PodVolumeBackup", "NonAdminBackup"]
+            .into_iter()
+            .map(|kind| (kind.to_string(), held.count_of(kind) as u64))
+            .filter(|(_, count)| *count > 0)
+            .collect()
     }
+}
+
+/// What identifies an object within a cluster: its ref without the API version.
+fn identity(r: &ObjectRef) -> (&str, &str, &str, &str) {
+    (&r.group, &r.kind, &r.namespace, &r.name)
 }
 
 /// Longest apply-result message kept (the API server's errors are shorter; a longer one is cut).
@@ -404,7 +424,7 @@ mod tests {
         assert!(changed);
         assert!(!r.apply_delta(&[ns("a")], &[]).0, "same object again is no change");
         assert!(r.apply_delta(&[], &[object_ref("Namespace", "", "a")]).0);
-        assert!(r.objects.is_empty());
+        assert!(r.inventory().is_empty());
         assert!(!r.apply_delta(&[], &[object_ref("Namespace", "", "a")]).0);
     }
 
@@ -452,14 +472,14 @@ mod tests {
         let names: Vec<InventoryItem> = (0..10).map(|i| ns(&format!("n{i}"))).collect();
         let (_, rejected) =
             r.apply_checked_snapshot(&namespace_type(), CheckedItems::of_snapshot(&namespace_type(), &names), 4);
-        assert_eq!(r.objects.len(), 4);
+        assert_eq!(r.inventory().len(), 4);
         assert_eq!(rejected.len(), 6);
         assert!(rejected[0].reason.contains("maxInventoryItems (4)"), "{}", rejected[0].reason);
         // A delta may change what is there, not add past the cap.
         let (_, rejected) = r.apply_checked_delta(CheckedItems::of_delta(&[ns("n0"), ns("new")]), &[], 4);
         assert_eq!(rejected.len(), 1);
         assert_eq!(rejected[0].r#ref.as_ref().unwrap().name, "new");
-        assert_eq!(r.objects.len(), 4);
+        assert_eq!(r.inventory().len(), 4);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::grpc::proto::{
 use crate::model::labels;
 use crate::model::names::velero_label_value;
 use crate::model::ownership::is_ferry_managed;
-use crate::model::{Backup, InventoryObject, NonAdminBackup, Object, PodVolumeBackup};
+use crate::model::{Backup, Inventory, NonAdminBackup, Object, PodVolumeBackup};
 use crate::resolve::{Owner, owner_of};
 
 /// No location and no cluster knows a backup of that name.
@@ -27,12 +27,12 @@ use crate::resolve::{Owner, owner_of};
 pub struct UnknownBackup(pub String);
 
 /// What one cluster's records hold, as the hub keeps them (or as a recorded inventory and a fresh plan give
-/// them). `objects` may hold the cluster's whole inventory: only what concerns the backup is described.
+/// them). Only what of the cluster's inventory concerns the backup is described.
 pub struct ClusterRecords<'a> {
     pub cluster: &'a str,
     /// `connected`, `stale`, `disconnected`, or `recorded` (an inventory file).
     pub state: &'a str,
-    pub objects: Vec<&'a InventoryObject>,
+    pub inventory: &'a Inventory,
     pub desired: &'a DesiredSet,
     pub results: &'a HashMap<ObjectKey, (ApplyOutcome, String)>,
 }
@@ -182,18 +182,16 @@ fn describe_cluster(subject: &Subject, records: &ClusterRecords<'_>) -> Describe
         desired_version: records.desired.version.clone(),
         ..Default::default()
     };
-    for object in &records.objects {
-        match object {
-            InventoryObject::Backup(b) if b.name() == subject.name => described.backups.push(cluster_backup(b)),
-            InventoryObject::PodVolumeBackup(p) if subject.owns_pod_volume_backup(p) => {
-                described.pod_volume_backups.push(cluster_pod_volume_backup(p))
-            }
-            InventoryObject::NonAdminBackup(n) if subject.refers(n) => {
-                described.non_admin_backups.push(cluster_non_admin_backup(n))
-            }
-            _ => {}
-        }
-    }
+    let inventory = records.inventory;
+    described.backups = inventory.backups.iter().filter(|b| b.name() == subject.name).map(cluster_backup).collect();
+    described.pod_volume_backups = inventory
+        .pod_volume_backups
+        .iter()
+        .filter(|p| subject.owns_pod_volume_backup(p))
+        .map(cluster_pod_volume_backup)
+        .collect();
+    described.non_admin_backups =
+        inventory.non_admin_backups.iter().filter(|n| subject.refers(n)).map(cluster_non_admin_backup).collect();
     described.backups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     described.pod_volume_backups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     described.non_admin_backups.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -326,13 +324,6 @@ mod tests {
         }
     }
 
-    fn objects(inventory: &Inventory) -> Vec<InventoryObject> {
-        let backups = inventory.backups.iter().cloned().map(InventoryObject::Backup);
-        let pvbs = inventory.pod_volume_backups.iter().cloned().map(InventoryObject::PodVolumeBackup);
-        let nabs = inventory.non_admin_backups.iter().cloned().map(InventoryObject::NonAdminBackup);
-        backups.chain(pvbs).chain(nabs).collect()
-    }
-
     fn mappings() -> NamespaceMappings {
         let to = |cluster: &str| NamespaceMapping {
             from: "a".into(),
@@ -393,7 +384,6 @@ mod tests {
             PlanOptions { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH, ..Default::default() };
         let desired_b = desired_set(&plan_cluster(&catalogs, &b, &mappings(), &options), true);
         let desired_c = desired_set(&plan_cluster(&catalogs, &c, &mappings(), &options), true);
-        let (objects_b, objects_c) = (objects(&b.inventory), objects(&c.inventory));
         // c's agent holds the NAB until its namespace exists, and says so.
         let nab_ref = object_ref("NonAdminBackup", "team-x-dr", "nightly");
         let results_c = HashMap::from([(
@@ -405,14 +395,14 @@ mod tests {
             ClusterRecords {
                 cluster: "c",
                 state: "disconnected",
-                objects: objects_c.iter().collect(),
+                inventory: &c.inventory,
                 desired: &desired_c,
                 results: &results_c,
             },
             ClusterRecords {
                 cluster: "b",
                 state: "connected",
-                objects: objects_b.iter().collect(),
+                inventory: &b.inventory,
                 desired: &desired_b,
                 results: &no_results,
             },

@@ -18,7 +18,7 @@ use crate::fixture;
 use crate::fuzz_input::{cluster_objects, json_value, mutated_json, random_bytes, text};
 use crate::grpc::convert::{api_of, desired_set, inventory_item, inventory_object, watched_types};
 use crate::grpc::proto::{ClusterApis, InventoryItem, ItemResult, ObjectRef, ResourceType};
-use crate::model::{BackupPhase, InventoryObject, Object};
+use crate::model::{BackupPhase, Object};
 use crate::plan::{ClusterState, PlanOptions, plan_cluster};
 use crate::resolve::{NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};
 
@@ -213,17 +213,6 @@ fn message() -> impl Strategy<Value = Message> {
 }
 
 /// Whether a held object is what its key says.
-fn agrees(key: &crate::grpc::convert::ObjectKey, object: &InventoryObject) -> bool {
-    let (namespace, name) = match object {
-        InventoryObject::Namespace { name, .. } => ("", name.as_str()),
-        InventoryObject::StorageLocation(o) => (o.namespace(), o.name()),
-        InventoryObject::Backup(o) => (o.namespace(), o.name()),
-        InventoryObject::PodVolumeBackup(o) => (o.namespace(), o.name()),
-        InventoryObject::NonAdminBackup(o) => (o.namespace(), o.name()),
-    };
-    api_of(&key.kind).is_some_and(|(group, _)| group == key.group) && key.namespace == namespace && key.name == name
-}
-
 #[test]
 fn valid_items_are_taken_and_planned() {
     let mut record = record();
@@ -232,7 +221,7 @@ fn valid_items_are_taken_and_planned() {
         assert!(items.iter().all(|item| inventory_object(item).is_ok()), "{}", resource.kind);
         assert!(record.apply_snapshot(&resource, &items).1.is_empty());
     }
-    assert_eq!(record.objects.len(), cluster_objects(VELERO_NAMESPACE).len());
+    assert_eq!(record.inventory().len(), cluster_objects(VELERO_NAMESPACE).len());
     let plan = plan_cluster(&[catalog()], &record.cluster_state(), &mappings(), &PlanOptions::default());
     assert!(plan.count(crate::plan::Action::Create) > 0, "{plan:?}");
 }
@@ -264,7 +253,7 @@ proptest! {
             match message {
                 Message::Snapshot(resource, items) => {
                     let (_, rejected) = record.apply_snapshot(&resource, &items);
-                    let held = record.objects.keys().filter(|k| k.kind == resource.kind && k.group == resource.group).count();
+                    let held = record.inventory().count_of(&resource.kind);
                     prop_assert!(held + rejected.len() <= items.len());
                     prop_assert!(record.generation > generation);
                 }
@@ -293,9 +282,12 @@ proptest! {
                     prop_assert!(record.results.len() <= record.desired.items.len());
                 }
             }
-            for (key, object) in &record.objects {
-                prop_assert!(agrees(key, object), "{:?} holds {:?}", key, object);
+            // Each object is found where a lookup looks for it (each kind sorted, no name twice).
+            let inventory = record.inventory();
+            for object in inventory.objects() {
+                prop_assert!(inventory.contains(object.kind(), object.namespace(), object.name()), "{:?}", object);
             }
+            prop_assert!(inventory.namespaces.is_disjoint(&inventory.terminating_namespaces));
             let state = record.cluster_state();
             for locations in [&no_catalogs[..], &catalogs[..]] {
                 let plan = plan_cluster(locations, &state, &mappings, &options);
@@ -303,7 +295,7 @@ proptest! {
             }
             for detail in [false, true] {
                 let status = cluster_status(&record, &settings, now, detail);
-                prop_assert_eq!(status.inventory_items, record.objects.len() as u64);
+                prop_assert_eq!(status.inventory_items, record.inventory().len() as u64);
                 let outcomes = status.applied + status.failed + status.held + status.agent_refused;
                 prop_assert!(outcomes <= record.desired.items.len() as u64);
             }

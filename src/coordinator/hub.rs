@@ -399,7 +399,7 @@ impl Hub {
         let clusters = state
             .clusters
             .values()
-            .filter(|e| cluster.is_none_or(|name| e.record.config.name == name))
+            .filter(|e| cluster.is_none_or(|name| e.record.name() == name))
             .map(|e| status::cluster_status(&e.record, &self.settings, now, cluster.is_some()))
             .collect();
         let locations = state.locations.iter().map(status::location_status).collect();
@@ -421,9 +421,9 @@ impl Hub {
             .clusters
             .values()
             .map(|e| ClusterRecords {
-                cluster: &e.record.config.name,
+                cluster: e.record.name(),
                 state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
-                objects: e.record.objects.values().collect(),
+                inventory: e.record.inventory(),
                 desired: &e.record.desired,
                 results: &e.record.results,
             })
@@ -453,9 +453,9 @@ impl Hub {
             .clusters
             .values()
             .map(|e| ClusterRecords {
-                cluster: &e.record.config.name,
+                cluster: e.record.name(),
                 state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
-                objects: e.record.objects.values().collect(),
+                inventory: e.record.inventory(),
                 desired: &e.record.desired,
                 results: &e.record.results,
             })
@@ -474,7 +474,7 @@ impl Hub {
 
     /// How many inventory objects a cluster holds (for tests and the benchmark).
     pub fn inventory_len(&self, cluster: &str) -> usize {
-        self.lock().clusters.get(cluster).map_or(0, |e| e.record.objects.len())
+        self.lock().clusters.get(cluster).map_or(0, |e| e.record.inventory().len())
     }
 
     /// The agent's last outcome for one object of the current set (for tests).

@@ -18,12 +18,12 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
     let unix = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let since = record.last_seen.map_or(-1, |t| now.duration_since(t).map_or(0, |d| d.as_secs() as i64));
     let mut status = ClusterStatus {
-        cluster: record.config.name.clone(),
+        cluster: record.name().to_string(),
         connected: liveness != Liveness::Disconnected,
         stale: liveness == Liveness::Stale,
         last_heartbeat_unix: record.last_seen.map_or(0, unix),
         software_version: record.session.as_ref().map(|s| s.software_version.clone()).unwrap_or_default(),
-        inventory_items: record.objects.len() as u64,
+        inventory_items: record.inventory().len() as u64,
         inventory_by_kind: record.counts_by_kind().into_iter().map(|(kind, count)| KindCount { kind, count }).collect(),
         desired_version: record.desired.version.clone(),
         seconds_since_heartbeat: since,

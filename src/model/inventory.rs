@@ -13,6 +13,9 @@ use super::{Backup, BackupStorageLocation, NonAdminBackup, PodVolumeBackup, Serv
 pub struct Inventory {
     /// Namespaces that exist and are not being deleted.
     pub namespaces: BTreeSet<String>,
+    /// Namespaces being deleted: absent to the planner, kept so that an inventory held across deltas knows
+    /// every object its agent reported.
+    pub terminating_namespaces: BTreeSet<String>,
     pub storage_locations: Vec<Object<BackupStorageLocation>>,
     pub backups: Vec<Object<Backup>>,
     pub pod_volume_backups: Vec<Object<PodVolumeBackup>>,
@@ -71,10 +74,11 @@ impl Inventory {
     /// Adds one parsed object.
     pub fn insert(&mut self, object: InventoryObject) {
         match object {
-            InventoryObject::Namespace { name, terminating } => {
-                if !terminating {
-                    self.namespaces.insert(name);
-                }
+            InventoryObject::Namespace { name, terminating: false } => {
+                self.namespaces.insert(name);
+            }
+            InventoryObject::Namespace { name, terminating: true } => {
+                self.terminating_namespaces.insert(name);
             }
             InventoryObject::StorageLocation(o) => self.storage_locations.push(o),
             InventoryObject::Backup(o) => self.backups.push(o),
