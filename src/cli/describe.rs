@@ -15,6 +15,7 @@ use serde::Serialize;
 use ferry::bucket::{self, Loader};
 use ferry::config::LoadedConfig;
 use ferry::coordinator::describe::{ClusterRecords, describe_backup};
+use ferry::coordinator::held_set::HeldSet;
 use ferry::coordinator::legacy_volumes::add_legacy_volume_backups;
 use ferry::grpc::convert::desired_set;
 use ferry::grpc::proto::{
@@ -90,7 +91,7 @@ async fn describe_offline(
     let complete = catalogs.iter().all(|c| c.listing == ferry::catalog::Listing::Complete);
     let desired: Vec<_> = clusters
         .iter()
-        .map(|c| desired_set(&plan_cluster(&catalogs, c, &config.mappings, &options), complete))
+        .map(|c| HeldSet::from(desired_set(&plan_cluster(&catalogs, c, &config.mappings, &options), complete)))
         .collect();
     let no_results = HashMap::new();
     let records: Vec<ClusterRecords<'_>> = clusters

@@ -6,10 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::held_set::HeldSet;
 use crate::grpc::convert::{ItemError, ObjectKey, api_of, inventory_object, served_apis};
-use crate::grpc::proto::{
-    ApplyOutcome, ClusterApis, DesiredSet, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType,
-};
+use crate::grpc::proto::{ApplyOutcome, ClusterApis, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType};
 use crate::model::{Inventory, InventoryObject, ObjectMeta, ownership};
 use crate::plan::ClusterState;
 
@@ -45,7 +44,7 @@ pub struct ClusterRecord {
     /// When the agent last sent anything (heartbeats and every other message count).
     pub last_seen: Option<SystemTime>,
     /// The last DesiredSet computed (and sent, if a session was open).
-    pub desired: Arc<DesiredSet>,
+    pub desired: Arc<HeldSet>,
     /// The agent's latest outcome per item of `desired` (results for older versions are dropped).
     pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
     /// The positions of `desired`'s items sorted by ref: results are kept only for objects of the set.
@@ -67,7 +66,7 @@ impl ClusterRecord {
             state: Arc::new(state),
             session: None,
             last_seen: None,
-            desired: Arc::new(DesiredSet::default()),
+            desired: Arc::new(HeldSet::default()),
             results: HashMap::new(),
             desired_order: Vec::new(),
             generation: 0,
@@ -211,7 +210,7 @@ impl ClusterRecord {
 
     /// Installs a newly computed DesiredSet; results of the previous one no longer apply unless the version
     /// is the same. Returns whether the version changed.
-    pub fn set_desired(&mut self, desired: Arc<DesiredSet>) -> bool {
+    pub fn set_desired(&mut self, desired: Arc<HeldSet>) -> bool {
         if desired.version == self.desired.version {
             return false;
         }
@@ -383,7 +382,7 @@ fn rejection(item: &InventoryItem, error: &ItemError) -> RejectedItem {
 mod tests {
     use super::*;
     use crate::grpc::convert::{inventory_item, object_ref, watched_types};
-    use crate::grpc::proto::DesiredItem;
+    use crate::grpc::proto::{DesiredItem, DesiredSet};
     use serde_json::json;
 
     fn record() -> ClusterRecord {
@@ -438,8 +437,8 @@ mod tests {
             more: false,
             ..Default::default()
         };
-        assert!(r.set_desired(Arc::new(set.clone())));
-        assert!(!r.set_desired(Arc::new(set)), "same version: not a change");
+        assert!(r.set_desired(Arc::new(set.clone().into())));
+        assert!(!r.set_desired(Arc::new(set.into())), "same version: not a change");
         let result = ItemResult {
             r#ref: Some(object_ref("Backup", "velero", "b1")),
             outcome: ApplyOutcome::Applied as i32,
@@ -462,7 +461,7 @@ mod tests {
         assert_eq!(r.record_results("v1", &[stranger, chatty]), 1);
         assert_eq!(r.results.len(), 1);
         assert_eq!(r.results.values().next().unwrap().1.len(), MAX_RESULT_MESSAGE);
-        r.set_desired(Arc::new(DesiredSet { version: "v2".into(), ..Default::default() }));
+        r.set_desired(Arc::new(HeldSet { version: "v2".into(), ..Default::default() }));
         assert!(r.results.is_empty());
     }
 

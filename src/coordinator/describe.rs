@@ -8,12 +8,13 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::Value;
 
 use super::cluster::Liveness;
+use super::held_set::HeldSet;
 use crate::catalog::{BackupFile, CatalogBackup, Layout, LocationCatalog};
 use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{
     ApplyOutcome, CatalogObjectError, DescribeBackupResponse, DescribedBackup, DescribedCluster,
     DescribedClusterBackup, DescribedClusterPodVolumeBackup, DescribedItem, DescribedLocation, DescribedNonAdminBackup,
-    DescribedOwner, DescribedPodVolumeBackup, DesiredItem, DesiredSet,
+    DescribedOwner, DescribedPodVolumeBackup, DesiredItem,
 };
 use crate::model::labels;
 use crate::model::names::velero_label_value;
@@ -33,7 +34,7 @@ pub struct ClusterRecords<'a> {
     /// `connected`, `stale`, `disconnected`, or `recorded` (an inventory file).
     pub state: &'a str,
     pub inventory: &'a Inventory,
-    pub desired: &'a DesiredSet,
+    pub desired: &'a HeldSet,
     pub results: &'a HashMap<ObjectKey, (ApplyOutcome, String)>,
 }
 
@@ -382,8 +383,8 @@ mod tests {
 
         let options =
             PlanOptions { materialize_velero_backups: true, now: SystemTime::UNIX_EPOCH, ..Default::default() };
-        let desired_b = desired_set(&plan_cluster(&catalogs, &b, &mappings(), &options), true);
-        let desired_c = desired_set(&plan_cluster(&catalogs, &c, &mappings(), &options), true);
+        let desired_b = HeldSet::from(desired_set(&plan_cluster(&catalogs, &b, &mappings(), &options), true));
+        let desired_c = HeldSet::from(desired_set(&plan_cluster(&catalogs, &c, &mappings(), &options), true));
         // c's agent holds the NAB until its namespace exists, and says so.
         let nab_ref = object_ref("NonAdminBackup", "team-x-dr", "nightly");
         let results_c = HashMap::from([(

@@ -291,7 +291,7 @@ proptest! {
             let state = record.cluster_state();
             for locations in [&no_catalogs[..], &catalogs[..]] {
                 let plan = plan_cluster(locations, &state, &mappings, &options);
-                record.set_desired(Arc::new(desired_set(&plan, true)));
+                record.set_desired(Arc::new(desired_set(&plan, true).into()));
             }
             for detail in [false, true] {
                 let status = cluster_status(&record, &settings, now, detail);

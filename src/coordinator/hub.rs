@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 
 use super::cluster::{CheckedItems, ClusterRecord, Liveness, Session};
 use super::describe::{self, ClusterRecords, UnknownBackup};
+use super::held_set::{HeldSet, ItemPool};
 use super::leadership::Role;
 use super::location::LocationState;
 use super::settings::Settings;
@@ -40,7 +41,7 @@ pub enum HubError {
 /// A published DesiredSet and the inventory generation of its cluster it was planned from.
 #[derive(Debug, Default)]
 pub struct Published {
-    pub set: Arc<DesiredSet>,
+    pub set: Arc<HeldSet>,
     pub generation: u64,
 }
 
@@ -66,6 +67,8 @@ struct HubState {
     /// Clusters whose DesiredSet must be published even if its version did not change, once it is planned
     /// from at least this inventory generation (a session just sent its last snapshot and waits for a set).
     resend: BTreeMap<String, u64>,
+    /// Every cluster's DesiredSet items, each once (a thousand clusters planned the same items hold one copy).
+    items: ItemPool,
 }
 
 /// Everything one recompute needs, copied out of the lock.
@@ -366,12 +369,22 @@ impl Hub {
             Some(&wanted) if generation >= wanted => state.resend.remove(cluster).is_some(),
             _ => false,
         };
+        let state = &mut *state;
         let Some(entry) = state.clusters.get_mut(cluster) else { return false };
-        let changed = entry.record.set_desired(Arc::new(desired));
+        if desired.version == entry.record.desired.version && !resend {
+            return false;
+        }
+        let changed = entry.record.set_desired(Arc::new(state.items.share(desired)));
         if changed || resend {
             entry.desired.send_replace(Arc::new(Published { set: entry.record.desired.clone(), generation }));
         }
         changed || resend
+    }
+
+    /// Drops the DesiredSet items no cluster's set holds any more (after a recompute pass replaced sets).
+    /// Returns how many distinct items the sets hold.
+    pub fn prune_items(&self) -> usize {
+        self.lock().items.prune()
     }
 
     /// The set the coordinator would send `cluster` now, computed from the current inputs (the `Plan` rpc).

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod describe;
 #[cfg(test)]
 mod fuzz;
+pub mod held_set;
 pub mod http;
 pub mod hub;
 pub mod leadership;
@@ -331,10 +332,12 @@ pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
         }
     }
     if !inputs.clusters.is_empty() {
+        let shared_items = hub.prune_items();
         tracing::debug!(
             clusters = inputs.clusters.len(),
             published,
             shared_objects = templates.len(),
+            shared_items,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "recompute pass"
         );

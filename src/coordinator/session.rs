@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
 use super::cluster::CheckedItems;
+use super::held_set::HeldSet;
 use super::hub::{Hub, HubError, Published, SessionHandle};
 use super::telemetry::{DeliveryClock, ErrorKind};
 use crate::grpc::chunks::{CHUNKED_DESIRED_SETS, budget, split_desired_set};
@@ -68,7 +69,7 @@ struct SessionTask {
     /// The agent folds DesiredSet deltas (it said so in its Hello).
     delta_sets: bool,
     /// The set last sent on this stream: what the agent holds, and so the base of the next delta.
-    sent: Option<Arc<DesiredSet>>,
+    sent: Option<Arc<HeldSet>>,
     /// The chunks so far of a snapshot sent in chunks (`Snapshot.more`).
     partial_snapshot: Option<Snapshot>,
     /// When the set last sent went out, until the agent reports results for it (`ferry_delivery_latency_seconds`).
@@ -147,7 +148,7 @@ impl SessionTask {
         let budget = budget(self.hub.settings.max_message_bytes);
         let parts = match (&self.sent, self.delta_sets) {
             (Some(sent), true) => {
-                let change = set_delta::change(sent, desired, budget);
+                let change = set_delta::change(&**sent, &**desired, budget);
                 match set_delta::is_delta(&change) {
                     true => vec![change],
                     false => self.whole(desired, budget),
@@ -167,10 +168,10 @@ impl SessionTask {
     }
 
     /// The whole set as messages: in chunks when too large for one, to an agent that can take them.
-    fn whole(&self, desired: &DesiredSet, budget: usize) -> Vec<DesiredSet> {
+    fn whole(&self, desired: &HeldSet, budget: usize) -> Vec<DesiredSet> {
         match self.chunked_sets {
-            true => split_desired_set(desired.clone(), budget),
-            false => vec![desired.clone()],
+            true => split_desired_set(desired.message(), budget),
+            false => vec![desired.message()],
         }
     }
 

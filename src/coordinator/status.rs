@@ -129,16 +129,19 @@ mod tests {
             reason: reason.into(),
             ..Default::default()
         };
-        record.set_desired(Arc::new(DesiredSet {
-            version: "v".into(),
-            items: vec![
-                item(DesiredAction::Create, "Backup", "b1", ""),
-                item(DesiredAction::Wait, "PodVolumeBackup", "p1", ""),
-                item(DesiredAction::Refuse, "Backup", "b2", "tampered ownership"),
-            ],
-            complete: true,
-            ..Default::default()
-        }));
+        record.set_desired(Arc::new(
+            DesiredSet {
+                version: "v".into(),
+                items: vec![
+                    item(DesiredAction::Create, "Backup", "b1", ""),
+                    item(DesiredAction::Wait, "PodVolumeBackup", "p1", ""),
+                    item(DesiredAction::Refuse, "Backup", "b2", "tampered ownership"),
+                ],
+                complete: true,
+                ..Default::default()
+            }
+            .into(),
+        ));
         let results = [
             ItemResult { r#ref: Some(object_ref("Backup", "velero", "b1")), outcome: 1, message: String::new() },
             ItemResult {

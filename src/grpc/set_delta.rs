@@ -2,6 +2,7 @@
 //! folding such a message onto the set the agent holds. A one-backup change then costs one backup's items on the
 //! wire and in the agent's decoder, not the cluster's whole set. Pure.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use prost::Message;
@@ -29,10 +30,35 @@ fn key(r: &ObjectRef) -> Key<'_> {
     (&r.group, &r.version, &r.kind, &r.namespace, &r.name)
 }
 
+/// A DesiredSet however it is held: as a message, or with its items shared among clusters (the coordinator's).
+pub trait SetOfItems {
+    type Item: Borrow<DesiredItem>;
+    fn version(&self) -> &str;
+    fn complete(&self) -> bool;
+    fn items(&self) -> &[Self::Item];
+}
+
+impl SetOfItems for DesiredSet {
+    type Item = DesiredItem;
+
+    fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn complete(&self) -> bool {
+        self.complete
+    }
+
+    fn items(&self) -> &[DesiredItem] {
+        &self.items
+    }
+}
+
 /// Every item's ref, or `None` when an item has none or two items share one (a set a delta cannot describe).
-fn keyed(set: &DesiredSet) -> Option<HashMap<Key<'_>, &DesiredItem>> {
-    let mut by_ref = HashMap::with_capacity(set.items.len());
-    for item in &set.items {
+fn keyed<S: SetOfItems>(set: &S) -> Option<HashMap<Key<'_>, &DesiredItem>> {
+    let mut by_ref = HashMap::with_capacity(set.items().len());
+    for item in set.items() {
+        let item: &DesiredItem = item.borrow();
         if by_ref.insert(key(item.r#ref.as_ref()?), item).is_some() {
             return None;
         }
@@ -42,30 +68,42 @@ fn keyed(set: &DesiredSet) -> Option<HashMap<Key<'_>, &DesiredItem>> {
 
 /// What to send to turn `sent` (the set last sent on the stream) into `current`: a delta when one can describe
 /// the change and is smaller than the whole set and within `budget` bytes, else the whole set.
-pub fn change(sent: &DesiredSet, current: &DesiredSet, budget: usize) -> DesiredSet {
-    let whole = || DesiredSet { base_version: String::new(), removed: Vec::new(), total_items: 0, ..current.clone() };
+pub fn change<S: SetOfItems, C: SetOfItems>(sent: &S, current: &C, budget: usize) -> DesiredSet {
+    let current_items = || current.items().iter().map(Borrow::<DesiredItem>::borrow);
+    let whole = || DesiredSet {
+        version: current.version().to_string(),
+        items: current_items().cloned().collect(),
+        complete: current.complete(),
+        ..Default::default()
+    };
     let (Some(before), Some(after)) = (keyed(sent), keyed(current)) else {
         return whole();
     };
-    let items: Vec<DesiredItem> = current
-        .items
-        .iter()
-        .filter(|item| item.r#ref.as_ref().and_then(|r| before.get(&key(r))).is_none_or(|held| *held != *item))
+    // Items shared among sets (the coordinator's) are compared by address first.
+    let unchanged = |held: &DesiredItem, item: &DesiredItem| std::ptr::eq(held, item) || held == item;
+    let items: Vec<DesiredItem> = current_items()
+        .filter(|item| item.r#ref.as_ref().and_then(|r| before.get(&key(r))).is_none_or(|held| !unchanged(held, item)))
         .cloned()
         .collect();
-    let removed: Vec<ObjectRef> =
-        sent.items.iter().filter_map(|i| i.r#ref.as_ref()).filter(|r| !after.contains_key(&key(r))).cloned().collect();
+    let removed: Vec<ObjectRef> = sent
+        .items()
+        .iter()
+        .filter_map(|i| Borrow::<DesiredItem>::borrow(i).r#ref.as_ref())
+        .filter(|r| !after.contains_key(&key(r)))
+        .cloned()
+        .collect();
+    let total = current.items().len();
     let delta = DesiredSet {
-        version: current.version.clone(),
+        version: current.version().to_string(),
         items,
-        complete: current.complete,
+        complete: current.complete(),
         more: false,
-        base_version: sent.version.clone(),
+        base_version: sent.version().to_string(),
         removed,
-        total_items: current.items.len() as u64,
+        total_items: total as u64,
     };
     let changed = delta.items.len() + delta.removed.len();
-    if sent.version.is_empty() || changed >= current.items.len().max(1) || delta.encoded_len() > budget {
+    if sent.version().is_empty() || changed >= total.max(1) || delta.encoded_len() > budget {
         return whole();
     }
     delta
