@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
 
-use super::meta::{ObjectMeta, null_as_default, struct_from_object, struct_from_object_or_null};
+use super::meta::{ObjectMeta, list_or_null, null_as_default, struct_from_object, struct_from_object_or_null};
 use super::object::Kind;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -30,12 +30,12 @@ impl Kind for Backup {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct BackupSpec {
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "list_or_null")]
     pub included_namespaces: Vec<String>,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "list_or_null")]
     pub excluded_namespaces: Vec<String>,
     pub include_cluster_resources: Option<bool>,
-    #[serde(deserialize_with = "null_as_default")]
+    #[serde(deserialize_with = "list_or_null")]
     pub included_cluster_scoped_resources: Vec<String>,
     #[serde(deserialize_with = "null_as_default")]
     pub storage_location: String,

@@ -237,7 +237,7 @@ mod tests {
     use serde_json::json;
 
     fn parsed(kind: &str, value: serde_json::Value) -> InventoryObject {
-        InventoryObject::parse_view(kind, value).unwrap().unwrap()
+        InventoryObject::parse_view(kind, &value.to_string()).unwrap().unwrap()
     }
 
     fn backup(name: &str, phase: &str) -> InventoryObject {

@@ -48,6 +48,18 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// A list, `null` read as empty (as [`null_as_default`]), holding no spare capacity: read from text, whose
+/// arrays give no length up front, a list grows by doubling, and a view is kept for as long as its object.
+pub fn list_or_null<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let mut list: Vec<T> = null_as_default(deserializer)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
 /// A struct read from a JSON object only. A derived struct also takes an array, field by field, which no
 /// Kubernetes object has: the view would then hold values the raw JSON (built into objects) does not.
 pub fn struct_from_object<'de, D, T>(deserializer: D) -> Result<T, D::Error>

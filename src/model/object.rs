@@ -45,12 +45,11 @@ impl<K: Kind> Object<K> {
         Ok(Self { view: Arc::new(view), raw: CompressedJson::new(&compact(text)) })
     }
 
-    /// Parses `raw` as `K` and keeps only the typed view: for objects nothing is ever built from (a cluster's
+    /// Parses JSON text as `K` (as [`Object::from_json_text`]) and keeps only the typed view: for objects nothing is ever built from (a cluster's
     /// inventory as the coordinator holds it, where the raw JSON would be most of the memory).
     /// [`Object::to_value`] is then `{}`.
-    pub fn view_only(raw: &Value) -> Result<Self, serde_json::Error> {
-        let FromObject(view) = FromObject::<K>::deserialize(raw)?;
-        Ok(Self { view: Arc::new(view), raw: CompressedJson::default() })
+    pub fn view_only_text(text: &str) -> Result<Self, serde_json::Error> {
+        Ok(Self { view: Arc::new(view_from_json_text(text)?), raw: CompressedJson::default() })
     }
 
     pub fn meta(&self) -> &ObjectMeta {
@@ -88,7 +87,7 @@ impl<K: Kind> Object<K> {
 /// The typed view of an object's JSON text, once the text is known to be what [`Object::to_value`] parses
 /// again: a JSON object whose numbers fit, strings decode and nesting stays within serde_json's limit. Text
 /// that was only scanned (a `RawValue`, fields the view does not know) may be none of these.
-pub fn view_from_json_text<K: Kind>(text: &str) -> Result<K, serde_json::Error> {
+pub fn view_from_json_text<K: DeserializeOwned>(text: &str) -> Result<K, serde_json::Error> {
     serde_json::from_str::<TreeParsable>(text)?;
     let FromObject(view) = serde_json::from_str(text)?;
     Ok(view)

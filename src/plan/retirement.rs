@@ -333,9 +333,13 @@ mod tests {
         // As the coordinator holds it: typed views only (`InventoryObject::parse_view`).
         let mut held = t.clone();
         held.inventory.backups =
-            t.inventory.backups.iter().map(|b| Object::view_only(&b.to_value()).unwrap()).collect();
-        held.inventory.pod_volume_backups =
-            t.inventory.pod_volume_backups.iter().map(|p| Object::view_only(&p.to_value()).unwrap()).collect();
+            t.inventory.backups.iter().map(|b| Object::view_only_text(&b.to_value().to_string()).unwrap()).collect();
+        held.inventory.pod_volume_backups = t
+            .inventory
+            .pod_volume_backups
+            .iter()
+            .map(|p| Object::view_only_text(&p.to_value().to_string()).unwrap())
+            .collect();
         assert_eq!(held.inventory.backups[0].raw_len(), 0, "no JSON kept");
         let locations = after_deletion(3, Duration::from_secs(700), &[&t]);
         let whole = plan_cluster(&locations, &t, &identity(), &options(RetireMode::Delete)).items;
