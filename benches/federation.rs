@@ -156,13 +156,23 @@ fn inventory() -> Vec<(ResourceType, Vec<InventoryItem>)> {
                "spec": {"provider": "aws", "accessMode": "ReadOnly", "objectStorage": {"bucket": "bench", "prefix": spec.prefix}},
                "status": {"phase": "Available"}}),
     );
+    // As an API server returns them: a UID (36 characters) and a resourceVersion on every object.
     for i in 0..OBJECTS / 2 {
-        push("Namespace", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("team-{i}")}}));
+        let name = format!("team-{i}");
+        push(
+            "Namespace",
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": name, "uid": format!("5f0c9a1e-3b7d-4c2a-9e8f-{i:012}"),
+                                "resourceVersion": format!("{}", 200_000 + i),
+                                "labels": {"kubernetes.io/metadata.name": name}},
+                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+        );
     }
     for i in 0..OBJECTS - 1 - OBJECTS / 2 {
+        // The fixture's UID is already a realistic one; the resourceVersion is the API server's.
         let mut backup = fixture::admin_backup_json(&format!("local-{i}"), BackupPhase::Completed, "default");
         backup["metadata"]["namespace"] = json!("velero");
-        backup["metadata"]["uid"] = json!(format!("uid-{i}"));
+        backup["metadata"]["resourceVersion"] = json!(format!("{}", 100_000 + i));
         push("Backup", backup);
     }
     by_kind

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ferry::coordinator::Settings;
 use ferry::coordinator::cluster::Liveness;
-use ferry::grpc::convert::{ObjectKey, inventory_item, watched_types};
+use ferry::grpc::convert::{inventory_item, watched_types};
 use ferry::grpc::proto::{
     AgentMessage, ApplyOutcome, ApplyResult, CoordinatorMessage, DesiredAction, DesiredSet, GetStatusRequest, Hello,
     InventoryItem, ItemResult, PlanRequest, Resync, Snapshot,
@@ -396,14 +396,8 @@ async fn results_for_an_old_version_are_not_counted() {
     };
     agent.report(result("an-old-version"));
     agent.report(result(&desired.version));
-    let key = ObjectKey {
-        group: r.group.clone(),
-        kind: r.kind.clone(),
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
-    };
-    eventually("result recorded", || coordinator.hub.result_of("cluster-b", &key).is_some()).await;
-    assert_eq!(coordinator.hub.result_of("cluster-b", &key).as_deref(), Some("APPLY_OUTCOME_FAILED"));
+    eventually("result recorded", || coordinator.hub.result_of("cluster-b", &r).is_some()).await;
+    assert_eq!(coordinator.hub.result_of("cluster-b", &r).as_deref(), Some("APPLY_OUTCOME_FAILED"));
     // Nor measured: the report on the old version neither counts nor ends the set's delivery; the current one does.
     let failed = "ferry_cluster_applies_total{cluster=\"cluster-b\",result=\"failed\"}";
     assert_eq!(metric(&coordinator, failed), Some(1.0));

@@ -4,7 +4,6 @@
 //! `ferry plan`); both answers are assembled by `ferry::coordinator::describe`.
 
 use anyhow::Context;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -93,7 +92,6 @@ async fn describe_offline(
         .iter()
         .map(|c| HeldSet::from(desired_set(&plan_cluster(&catalogs, c, &config.mappings, &options), complete)))
         .collect();
-    let no_results = HashMap::new();
     let records: Vec<ClusterRecords<'_>> = clusters
         .iter()
         .zip(&desired)
@@ -102,7 +100,7 @@ async fn describe_offline(
             state: "recorded",
             inventory: &cluster.inventory,
             desired,
-            results: &no_results,
+            results: &[],
         })
         .collect();
     let mut described = describe_backup(name, &catalogs, &records)?;

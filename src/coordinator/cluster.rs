@@ -2,7 +2,7 @@
 //! published it, the last DesiredSet computed for it and the agent's results for that set. Pure: time is
 //! passed in, nothing here does IO.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -45,8 +45,9 @@ pub struct ClusterRecord {
     pub last_seen: Option<SystemTime>,
     /// The last DesiredSet computed (and sent, if a session was open).
     pub desired: Arc<HeldSet>,
-    /// The agent's latest outcome per item of `desired` (results for older versions are dropped).
-    pub results: HashMap<ObjectKey, (ApplyOutcome, String)>,
+    /// The agent's latest outcome per item of `desired`, by the item's position (empty until the agent
+    /// reports on the set; results for older versions are dropped).
+    results: Vec<Option<AgentResult>>,
     /// The positions of `desired`'s items sorted by ref: results are kept only for objects of the set.
     desired_order: Vec<u32>,
     /// Counts inventory changes, so a DesiredSet can say which inventory it was planned from.
@@ -67,7 +68,7 @@ impl ClusterRecord {
             session: None,
             last_seen: None,
             desired: Arc::new(HeldSet::default()),
-            results: HashMap::new(),
+            results: Vec::new(),
             desired_order: Vec::new(),
             generation: 0,
             apis: None,
@@ -188,24 +189,46 @@ impl ClusterRecord {
             return taken;
         }
         for result in items {
-            let Some(r) = &result.r#ref else { continue };
-            if !self.is_desired(r) {
-                continue;
-            }
+            let Some(index) = result.r#ref.as_ref().and_then(|r| self.position(r)) else { continue };
             let outcome = ApplyOutcome::try_from(result.outcome).unwrap_or(ApplyOutcome::Unspecified);
             let message: String = result.message.chars().take(MAX_RESULT_MESSAGE).collect();
-            self.results.insert(ObjectKey::of_ref(r), (outcome, message));
+            if self.results.is_empty() {
+                self.results.resize(self.desired.items.len(), None);
+            }
+            self.results[index] = Some(AgentResult { outcome, message: message.into() });
             *taken.entry(outcome).or_default() += 1;
         }
         taken
     }
 
-    /// Whether the current DesiredSet has an item for the object `r` names (whatever the API version).
-    fn is_desired(&self, r: &ObjectRef) -> bool {
+    /// The position in the current DesiredSet of the item for the object `r` names (whatever the API version).
+    fn position(&self, r: &ObjectRef) -> Option<usize> {
         let items = &self.desired.items;
-        self.desired_order
-            .binary_search_by(|&i| items[i as usize].r#ref.as_ref().map(identity).cmp(&Some(identity(r))))
-            .is_ok()
+        let found = self
+            .desired_order
+            .binary_search_by(|&i| items[i as usize].r#ref.as_ref().map(identity).cmp(&Some(identity(r))));
+        found.ok().map(|at| self.desired_order[at] as usize)
+    }
+
+    /// The agent's latest result for the item at `index` of the current DesiredSet.
+    pub fn result(&self, index: usize) -> Option<&AgentResult> {
+        self.results.get(index).and_then(Option::as_ref)
+    }
+
+    /// The agent's latest result for the current DesiredSet's item for the object `r` names.
+    pub fn result_for(&self, r: &ObjectRef) -> Option<&AgentResult> {
+        self.result(self.position(r)?)
+    }
+
+    /// The agent's latest results, by the position of their item in the current DesiredSet (empty when
+    /// the agent has not reported on it).
+    pub fn results(&self) -> &[Option<AgentResult>] {
+        &self.results
+    }
+
+    /// How many items of the current DesiredSet the agent reported on.
+    pub fn reported(&self) -> usize {
+        self.results.iter().flatten().count()
     }
 
     /// Installs a newly computed DesiredSet; results of the previous one no longer apply unless the version
@@ -218,7 +241,7 @@ impl ClusterRecord {
         order.sort_unstable_by_key(|&i| desired.items[i as usize].r#ref.as_ref().map(identity));
         self.desired_order = order;
         self.desired = desired;
-        self.results.clear();
+        self.results = Vec::new();
         true
     }
 
@@ -301,6 +324,14 @@ impl ClusterRecord {
             .filter(|(_, count)| *count > 0)
             .collect()
     }
+}
+
+/// What an agent last said of one item of its DesiredSet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentResult {
+    pub outcome: ApplyOutcome,
+    /// Cut to [`MAX_RESULT_MESSAGE`] characters.
+    pub message: Box<str>,
 }
 
 /// What identifies an object within a cluster: its ref without the API version.
@@ -446,7 +477,12 @@ mod tests {
         };
         assert_eq!(r.record_results("v0", std::slice::from_ref(&result)), 0);
         assert_eq!(r.record_results("v1", &[result]), 1);
-        assert_eq!(r.results.len(), 1);
+        assert_eq!(r.reported(), 1);
+        let b1 = object_ref("Backup", "velero", "b1");
+        assert_eq!(
+            r.result_for(&ObjectRef { version: "v2".into(), ..b1.clone() }).map(|a| a.outcome),
+            Some(ApplyOutcome::Applied)
+        );
         // Results about objects outside the set are not kept, and long messages are cut.
         let stranger = ItemResult {
             r#ref: Some(object_ref("Backup", "velero", "not-in-the-set")),
@@ -459,10 +495,10 @@ mod tests {
             message: "x".repeat(100_000),
         };
         assert_eq!(r.record_results("v1", &[stranger, chatty]), 1);
-        assert_eq!(r.results.len(), 1);
-        assert_eq!(r.results.values().next().unwrap().1.len(), MAX_RESULT_MESSAGE);
+        assert_eq!(r.reported(), 1);
+        assert_eq!(r.result_for(&b1).unwrap().message.len(), MAX_RESULT_MESSAGE);
         r.set_desired(Arc::new(HeldSet { version: "v2".into(), ..Default::default() }));
-        assert!(r.results.is_empty());
+        assert_eq!(r.reported(), 0);
     }
 
     #[test]

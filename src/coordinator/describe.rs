@@ -3,14 +3,13 @@
 //! with the agent's outcomes. Pure; the rpc (from the hub's records) and the offline command (from recorded
 //! inventories and a fresh plan) both build their answer here, so they cannot disagree.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::cluster::Liveness;
+use super::cluster::{AgentResult, Liveness};
 use super::held_set::HeldSet;
 use crate::catalog::{BackupFile, CatalogBackup, Layout, LocationCatalog};
-use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{
     ApplyOutcome, CatalogObjectError, DescribeBackupResponse, DescribedBackup, DescribedCluster,
     DescribedClusterBackup, DescribedClusterPodVolumeBackup, DescribedItem, DescribedLocation, DescribedNonAdminBackup,
@@ -35,7 +34,8 @@ pub struct ClusterRecords<'a> {
     pub state: &'a str,
     pub inventory: &'a Inventory,
     pub desired: &'a HeldSet,
-    pub results: &'a HashMap<ObjectKey, (ApplyOutcome, String)>,
+    /// The agent's results by the position of their item in `desired` (empty: none).
+    pub results: &'a [Option<AgentResult>],
 }
 
 /// How a cluster's liveness reads in a description.
@@ -200,8 +200,9 @@ fn describe_cluster(subject: &Subject, records: &ClusterRecords<'_>) -> Describe
         .desired
         .items
         .iter()
-        .filter(|i| i.backup == subject.name)
-        .map(|i| planned_item(i, records.results))
+        .enumerate()
+        .filter(|(_, i)| i.backup == subject.name)
+        .map(|(index, i)| planned_item(i, records.results.get(index).and_then(Option::as_ref)))
         .collect();
     described
 }
@@ -244,9 +245,9 @@ fn cluster_non_admin_backup(nab: &Object<NonAdminBackup>) -> DescribedNonAdminBa
     }
 }
 
-fn planned_item(item: &DesiredItem, results: &HashMap<ObjectKey, (ApplyOutcome, String)>) -> DescribedItem {
-    let result = item.r#ref.as_ref().and_then(|r| results.get(&ObjectKey::of_ref(r)));
-    let (outcome, message) = result.map_or((ApplyOutcome::Unspecified, String::new()), |(o, m)| (*o, m.clone()));
+fn planned_item(item: &DesiredItem, result: Option<&AgentResult>) -> DescribedItem {
+    let (outcome, message) =
+        result.map_or((ApplyOutcome::Unspecified, String::new()), |r| (r.outcome, r.message.to_string()));
     DescribedItem {
         // Kept as the number: a value newer than this build still reaches the operator.
         action: item.action,
@@ -387,11 +388,11 @@ mod tests {
         let desired_c = HeldSet::from(desired_set(&plan_cluster(&catalogs, &c, &mappings(), &options), true));
         // c's agent holds the NAB until its namespace exists, and says so.
         let nab_ref = object_ref("NonAdminBackup", "team-x-dr", "nightly");
-        let results_c = HashMap::from([(
-            ObjectKey::of_ref(&nab_ref),
-            (ApplyOutcome::Held, "waits for Namespace team-x-dr".into()),
-        )]);
-        let no_results = HashMap::new();
+        let mut results_c = vec![None; desired_c.items.len()];
+        let nab_at =
+            desired_c.items.iter().position(|i| i.r#ref.as_ref() == Some(&nab_ref)).expect("the NAB is planned");
+        results_c[nab_at] =
+            Some(AgentResult { outcome: ApplyOutcome::Held, message: "waits for Namespace team-x-dr".into() });
         let records = vec![
             ClusterRecords {
                 cluster: "c",
@@ -405,7 +406,7 @@ mod tests {
                 state: "connected",
                 inventory: &b.inventory,
                 desired: &desired_b,
-                results: &no_results,
+                results: &[],
             },
         ];
 

@@ -279,7 +279,8 @@ proptest! {
                     let taken = record.record_results(&version, &results);
                     // Only results about items of the current set are kept.
                     prop_assert!(taken <= results.len());
-                    prop_assert!(record.results.len() <= record.desired.items.len());
+                    prop_assert!(record.results().is_empty() || record.results().len() == record.desired.items.len());
+                    prop_assert!(record.reported() <= record.desired.items.len());
                 }
             }
             // Each object is found where a lookup looks for it (each kind sorted, no name twice).

@@ -21,7 +21,7 @@ use super::settings::Settings;
 use super::status;
 use super::telemetry::Telemetry;
 use crate::catalog::{Listing, LocationCatalog};
-use crate::grpc::convert::{ObjectKey, desired_set};
+use crate::grpc::convert::desired_set;
 use crate::grpc::proto::{
     Ack, ApplyResult, ClusterApis, DescribeBackupResponse, DesiredSet, GetStatusResponse, Hello, ObjectRef,
     ResourceType,
@@ -438,7 +438,7 @@ impl Hub {
                 state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
                 inventory: e.record.inventory(),
                 desired: &e.record.desired,
-                results: &e.record.results,
+                results: e.record.results(),
             })
             .collect();
         describe::describe_backup(backup, &catalogs, &records)
@@ -470,7 +470,7 @@ impl Hub {
                 state: describe::liveness_name(e.record.liveness(now, s.heartbeat_interval, s.stale_after_missed)),
                 inventory: e.record.inventory(),
                 desired: &e.record.desired,
-                results: &e.record.results,
+                results: e.record.results(),
             })
             .collect();
         // A name was taken from a catalog or a set, so each is known; `ok()` only skips what cannot happen.
@@ -491,9 +491,9 @@ impl Hub {
     }
 
     /// The agent's last outcome for one object of the current set (for tests).
-    pub fn result_of(&self, cluster: &str, key: &ObjectKey) -> Option<String> {
+    pub fn result_of(&self, cluster: &str, r: &ObjectRef) -> Option<String> {
         let state = self.lock();
-        state.clusters.get(cluster)?.record.results.get(key).map(|(outcome, _)| outcome.as_str_name().to_string())
+        state.clusters.get(cluster)?.record.result_for(r).map(|result| result.outcome.as_str_name().to_string())
     }
 }
 

@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use super::cluster::{ClusterRecord, Liveness};
 use super::location::LocationState;
 use super::settings::Settings;
-use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{
     ApplyOutcome, BackupItemStatus, BackupStatus, CatalogObjectError, ClusterStatus, DesiredAction, KindCount,
     LocationStatus,
@@ -31,10 +30,10 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
         ..Default::default()
     };
     let mut backups: BTreeMap<&str, Vec<BackupItemStatus>> = BTreeMap::new();
-    for item in &record.desired.items {
+    for (index, item) in record.desired.items.iter().enumerate() {
         let action = DesiredAction::try_from(item.action).unwrap_or(DesiredAction::Unspecified);
-        let result = item.r#ref.as_ref().and_then(|r| record.results.get(&ObjectKey::of_ref(r)));
-        let outcome = result.map_or(ApplyOutcome::Unspecified, |(o, _)| *o);
+        let result = record.result(index);
+        let outcome = result.map_or(ApplyOutcome::Unspecified, |r| r.outcome);
         match action {
             DesiredAction::Create | DesiredAction::Wait => status.desired += 1,
             DesiredAction::Refuse => {
@@ -60,7 +59,7 @@ pub fn cluster_status(record: &ClusterRecord, settings: &Settings, now: SystemTi
         }
         if detail {
             let reason = match result {
-                Some((_, message)) if !message.is_empty() => message.clone(),
+                Some(result) if !result.message.is_empty() => result.message.to_string(),
                 _ if !item.reason.is_empty() => item.reason.clone(),
                 _ => item.waits_for_condition.clone(),
             };
