@@ -8,6 +8,7 @@
 #[path = "support/proc_status.rs"]
 mod proc_status;
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -237,8 +238,9 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     }
     std::fs::write(dir.join("ferry.yaml"), config)?;
 
-    // `FERRY_BENCH_WRAP="heaptrack -o /tmp/coordinator"` (for profiling): the coordinator under that command
-    // (its RSS and CPU columns then read the wrapper's process, not the coordinator's).
+    // `FERRY_BENCH_WRAP="heaptrack -o /tmp/coordinator"` (for profiling): the coordinator under that command,
+    // in a process group of its own so that the wrapper and the coordinator stop together; the RSS and CPU
+    // columns read the coordinator's process, not the wrapper's.
     let wrap = std::env::var("FERRY_BENCH_WRAP").unwrap_or_default();
     let mut command = match wrap.split_whitespace().collect::<Vec<_>>().split_first() {
         Some((program, args)) => {
@@ -254,8 +256,9 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
         .env("FERRY_LOG", "warn")
         .stdout(Stdio::piped())
         .kill_on_drop(true)
+        .process_group(0)
         .spawn()?;
-    let pid = child.id().unwrap_or(0);
+    let group = child.id().unwrap_or(0);
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     // The first line that names the address (a wrapper may print its own lines before it).
     let mut addr = String::new();
@@ -265,6 +268,8 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
             break;
         }
     }
+    let pid = proc_status::running(group, Path::new(FERRY))
+        .ok_or_else(|| std::io::Error::other("the coordinator is not running"))?;
     let idle_rss_kb = proc_status::process_kb(pid, "VmRSS:");
 
     let inventory = inventory();
@@ -346,6 +351,13 @@ async fn bench(variant: Variant, agents: usize) -> anyhow::Result<Measured> {
     eprintln!("{}", row(&measured));
     for client in clients {
         client.abort();
+    }
+    // The whole group: a wrapper's coordinator too (SIGTERM first, so a profiler writes its data out).
+    // SAFETY: kill(2) with a negative id signals that process group; it has no memory preconditions.
+    unsafe { libc::kill(-(group as libc::pid_t), libc::SIGTERM) };
+    if tokio::time::timeout(Duration::from_secs(30), child.wait()).await.is_err() {
+        // SAFETY: as above.
+        unsafe { libc::kill(-(group as libc::pid_t), libc::SIGKILL) };
     }
     let _ = child.kill().await;
     Ok(measured)

@@ -29,6 +29,32 @@ pub fn stat_fields(pid: u32) -> Vec<String> {
     rest.split_whitespace().map(String::from).collect()
 }
 
+/// The process running `exe` among `root` and its descendants (`root` itself when it runs `exe`): the program a
+/// wrapper (`heaptrack`, `perf`) started, whose figures are the ones to read.
+pub fn running(root: u32, exe: &std::path::Path) -> Option<u32> {
+    let runs_exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe);
+    let mut family = vec![root];
+    let mut at = 0;
+    while let Some(&pid) = family.get(at) {
+        if runs_exe(pid) {
+            return Some(pid);
+        }
+        family.extend(children(pid));
+        at += 1;
+    }
+    None
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        // Field 4 of stat, the parent's id, is the second after the command name.
+        .filter(|&child| stat_fields(child).get(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid))
+        .collect()
+}
+
 /// User + system CPU seconds of a process (`/proc/<pid>/stat` fields 14 and 15); 0 where /proc is unavailable.
 pub fn cpu_seconds(pid: u32) -> f64 {
     ticks_to_seconds(&stat_fields(pid), 11..13)
