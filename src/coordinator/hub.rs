@@ -733,4 +733,37 @@ mod tests {
         assert_eq!((published.set.version.as_str(), published.generation), ("v", generation));
         assert!(!hub.publish("b", planned, generation), "same version, nobody waiting: not sent again");
     }
+
+    #[test]
+    fn clusters_planned_equal_items_hold_one_copy_until_no_set_has_it() {
+        let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
+        let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
+        let cluster =
+            |name: &str| ClusterState { name: name.into(), velero_namespace: "velero".into(), ..Default::default() };
+        let hub = Hub::new(Settings::default(), mappings, vec![cluster("a"), cluster("b")], Vec::new());
+        let item = |name: &str| crate::grpc::proto::DesiredItem {
+            r#ref: Some(crate::grpc::convert::object_ref("Backup", "velero", name)),
+            backup: name.into(),
+            raw_json: bytes::Bytes::from(format!("{{\"metadata\":{{\"name\":\"{name}\"}}}}")),
+            ..Default::default()
+        };
+        let set = |version: &str, names: &[&str]| DesiredSet {
+            version: version.into(),
+            items: names.iter().map(|n| item(n)).collect(),
+            complete: true,
+            ..Default::default()
+        };
+        // Each cluster's set is planned separately (its own copies of the items, as a pass builds them).
+        assert!(hub.publish("a", set("v1", &["x", "y"]), 0));
+        assert!(hub.publish("b", set("v2", &["y", "z"]), 0));
+        let held = |cluster: &str| hub.lock().clusters[cluster].record.desired.clone();
+        let (a, b) = (held("a"), held("b"));
+        assert!(Arc::ptr_eq(&a.items[1], &b.items[0]), "y is held once");
+        assert!(!Arc::ptr_eq(&a.items[0], &b.items[1]));
+        assert_eq!(hub.prune_items(), 3);
+        drop((a, b));
+        // a's next set no longer has x: nothing holds it after the pass.
+        assert!(hub.publish("a", set("v3", &["y"]), 0));
+        assert_eq!(hub.prune_items(), 2, "x is gone, y and z are held");
+    }
 }
