@@ -34,7 +34,9 @@ impl HeldSet {
 /// A set's items, each its own (shares nothing): for sets that are not planned (tests, a restored state).
 impl From<DesiredSet> for HeldSet {
     fn from(set: DesiredSet) -> Self {
-        Self { version: set.version, complete: set.complete, items: set.items.into_iter().map(Arc::new).collect() }
+        let mut items = Vec::with_capacity(set.items.len());
+        items.extend(set.items.into_iter().map(Arc::new));
+        Self { version: set.version, complete: set.complete, items }
     }
 }
 
@@ -64,21 +66,20 @@ pub struct ItemPool {
 impl ItemPool {
     /// `set` with each item replaced by the equal one already held, if any (then `set`'s own copy is freed).
     pub fn share(&mut self, set: DesiredSet) -> HeldSet {
-        let items = set
-            .items
-            .into_iter()
-            .map(|item| {
-                let item = Pooled(Arc::new(item));
-                match self.items.get(&item) {
-                    Some(held) => held.0.clone(),
-                    None => {
-                        let shared = item.0.clone();
-                        self.items.insert(item);
-                        shared
-                    }
+        // Into a list of its own: collected from the set's own list, the references would keep that list's
+        // allocation (`collect` reuses it in place), ~80 KB for a 300-item set where they need 2.4 KB.
+        let mut items = Vec::with_capacity(set.items.len());
+        items.extend(set.items.into_iter().map(|item| {
+            let item = Pooled(Arc::new(item));
+            match self.items.get(&item) {
+                Some(held) => held.0.clone(),
+                None => {
+                    let shared = item.0.clone();
+                    self.items.insert(item);
+                    shared
                 }
-            })
-            .collect();
+            }
+        }));
         HeldSet { version: set.version, complete: set.complete, items }
     }
 
