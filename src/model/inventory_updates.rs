@@ -107,14 +107,26 @@ impl Inventory {
         let objects = objects.into_iter().filter(|o| o.kind() == kind);
         let changed = match kind {
             NAMESPACE => {
-                let (mut live, mut terminating) = (BTreeSet::new(), BTreeSet::new());
-                for object in objects {
-                    if let InventoryObject::Namespace { name, terminating: t } = object {
-                        live.remove(&name);
-                        terminating.remove(&name);
-                        if t { &mut terminating } else { &mut live }.insert(name);
+                let mut named: Vec<(String, bool)> = objects
+                    .filter_map(|o| match o {
+                        InventoryObject::Namespace { name, terminating } => Some((name, terminating)),
+                        _ => None,
+                    })
+                    .collect();
+                // Stable: of two with one name the later stays last, and only the last of each run is kept.
+                named.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut last: Vec<(String, bool)> = Vec::with_capacity(named.len());
+                for (name, terminating) in named {
+                    match last.last_mut() {
+                        Some(held) if held.0 == name => *held = (name, terminating),
+                        _ => last.push((name, terminating)),
                     }
                 }
+                // Collected from sorted names the sets are built whole, their nodes full; inserted one by one
+                // they would be about half full.
+                let (terminating, live): (Vec<_>, Vec<_>) = last.into_iter().partition(|(_, t)| *t);
+                let live: BTreeSet<String> = live.into_iter().map(|(name, _)| name).collect();
+                let terminating: BTreeSet<String> = terminating.into_iter().map(|(name, _)| name).collect();
                 let changed = live != self.namespaces || terminating != self.terminating_namespaces;
                 (self.namespaces, self.terminating_namespaces) = (live, terminating);
                 changed
