@@ -74,7 +74,7 @@ fn assert_loaded(catalog: &LocationCatalog, spec: &Spec) {
     let entry = catalog.backups.get(name).unwrap_or_else(|| panic!("backup {name} is not in the catalog"));
     assert_eq!(entry.name, name);
     assert_eq!(entry.backup.name(), name);
-    assert_eq!(entry.backup.view.spec.included_namespaces, std::slice::from_ref(&spec.namespace), "{name}");
+    assert_eq!(entry.backup.view.spec.included_namespaces[..], *std::slice::from_ref(&spec.namespace), "{name}");
     assert_eq!(entry.backup.view.status.phase, BackupPhase::Completed, "{name}");
     let pvb_names: Vec<&str> = entry.pod_volume_backups.names().collect();
     let expected: Vec<String> = (0..spec.pvbs).map(|i| velero::pvb_name(name, i)).collect();

@@ -51,11 +51,11 @@ fn the_coordinator_keeps_at_most_half_a_kilobyte_per_inventory_object() {
     let per_backup = held_per_object("Backup", &backups);
     let per_namespace = held_per_object("Namespace", &namespaces);
     eprintln!("held per Backup {per_backup} B (its JSON on the wire {wire} B), per Namespace {per_namespace} B");
-    // Measured 503 B per Backup (the typed view: 288 B inline and its strings, in its kind's sorted list) and
-    // 53 B per Namespace (a name in a set); the benchmark's mix (half each) ~0.28 KB. In a map keyed by a copy
+    // Measured 463 B per Backup (the typed view: 248 B inline and its strings, in its kind's sorted list) and
+    // 34 B per Namespace (a name in a set built whole); the benchmark's mix (half each) ~0.25 KB. In a map keyed by a copy
     // of each object's identity they were 641 B and 164 B without the map's own nodes (~140 B per object more).
-    assert!(per_backup <= 560, "a Backup costs {per_backup} bytes held");
-    assert!(per_namespace <= 80, "a Namespace costs {per_namespace} bytes held");
+    assert!(per_backup <= 500, "a Backup costs {per_backup} bytes held");
+    assert!(per_namespace <= 50, "a Namespace costs {per_namespace} bytes held");
     assert!((per_backup + per_namespace) / 2 <= 512, "the mix costs more than 0.5 KB per object");
 }
 
@@ -141,8 +141,8 @@ fn a_clusters_whole_record_is_its_inventory_and_a_few_bytes_per_item_of_its_set(
     let held = (counting_allocator::live() - before) as usize;
     let per_cluster = held / CLUSTERS;
     eprintln!("held per cluster {} KB ({CLUSTERS} clusters, {} shared items)", per_cluster / 1000, pool.len());
-    // Measured 287 KB: the inventory (~279 KB, the test above) and ~4 KB for the set (an 8-byte reference and a
+    // Measured 258 KB: the inventory (~254 KB, the test above) and ~4 KB for the set (an 8-byte reference and a
     // 4-byte index per item); the items themselves once for all clusters. 362 KB when each set's references kept
     // the allocation of the list they were collected from.
-    assert!(per_cluster <= 300_000, "a cluster's record costs {per_cluster} bytes");
+    assert!(per_cluster <= 280_000, "a cluster's record costs {per_cluster} bytes");
 }

@@ -31,12 +31,12 @@ impl Kind for Backup {
 #[serde(rename_all = "camelCase", default)]
 pub struct BackupSpec {
     #[serde(deserialize_with = "list_or_null")]
-    pub included_namespaces: Vec<String>,
+    pub included_namespaces: Box<[String]>,
     #[serde(deserialize_with = "list_or_null")]
-    pub excluded_namespaces: Vec<String>,
+    pub excluded_namespaces: Box<[String]>,
     pub include_cluster_resources: Option<bool>,
     #[serde(deserialize_with = "list_or_null")]
-    pub included_cluster_scoped_resources: Vec<String>,
+    pub included_cluster_scoped_resources: Box<[String]>,
     #[serde(deserialize_with = "null_as_default")]
     pub storage_location: String,
 }
@@ -46,8 +46,9 @@ pub struct BackupSpec {
 pub struct BackupStatus {
     #[serde(deserialize_with = "phase_or_new")]
     pub phase: BackupPhase,
-    pub expiration: Option<String>,
-    pub completion_timestamp: Option<String>,
+    // Boxed, not `String`: a coordinator holds a Backup view per Backup of every cluster.
+    pub expiration: Option<Box<str>>,
+    pub completion_timestamp: Option<Box<str>>,
 }
 
 /// Every phase of Velero v1.18's Backup, in the CRD's enum order. An empty phase means `New`.

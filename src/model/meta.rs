@@ -50,14 +50,13 @@ where
 
 /// A list, `null` read as empty (as [`null_as_default`]), holding no spare capacity: read from text, whose
 /// arrays give no length up front, a list grows by doubling, and a view is kept for as long as its object.
-pub fn list_or_null<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+pub fn list_or_null<'de, D, T>(deserializer: D) -> Result<Box<[T]>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    let mut list: Vec<T> = null_as_default(deserializer)?;
-    list.shrink_to_fit();
-    Ok(list)
+    let list: Vec<T> = null_as_default(deserializer)?;
+    Ok(list.into_boxed_slice())
 }
 
 /// A struct read from a JSON object only. A derived struct also takes an array, field by field, which no

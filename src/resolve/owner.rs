@@ -90,7 +90,7 @@ pub fn owner_of(backup: &Object<Backup>) -> Result<Owner, Refusal> {
     }
 
     let spec = &backup.view.spec;
-    if spec.included_namespaces != [origin_ns] {
+    if spec.included_namespaces[..] != [origin_ns] {
         return Err(Refusal(format!(
             "owner namespace {origin_ns:?} but spec.includedNamespaces is {:?}: a tenant backup must contain exactly its own namespace",
             spec.included_namespaces
