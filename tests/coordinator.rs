@@ -545,15 +545,19 @@ async fn raw_session(
 }
 
 /// The next DesiredSet on a raw stream (acks skipped).
+/// The next set on the stream: a delta, or a whole set with its chunks put together.
 async fn next_set(inbound: &mut tonic::Streaming<CoordinatorMessage>) -> DesiredSet {
     use ferry::grpc::proto::coordinator_message::Body;
+    let mut partial = None;
     loop {
         let message = tokio::time::timeout(Duration::from_secs(10), inbound.message())
             .await
             .expect("a message in time")
             .expect("stream healthy")
             .expect("stream open");
-        if let Some(Body::DesiredSet(set)) = message.body {
+        if let Some(Body::DesiredSet(chunk)) = message.body
+            && let Some(set) = ferry::grpc::chunks::assemble(&mut partial, chunk)
+        {
             return set;
         }
     }

@@ -16,7 +16,7 @@ use super::cluster::CheckedItems;
 use super::held_set::HeldSet;
 use super::hub::{Hub, HubError, Published, SessionHandle};
 use super::telemetry::{DeliveryClock, ErrorKind};
-use crate::grpc::chunks::{CHUNKED_DESIRED_SETS, budget, split_desired_set};
+use crate::grpc::chunks::{CHUNKED_DESIRED_SETS, budget, delta_budget, split_desired_set};
 use crate::grpc::proto::agent_message::Body as AgentBody;
 use crate::grpc::proto::coordinator_message::Body as CoordinatorBody;
 use crate::grpc::proto::{Ack, AgentMessage, CoordinatorMessage, DesiredSet, Goodbye, Hello, Snapshot};
@@ -148,7 +148,7 @@ impl SessionTask {
         let budget = budget(self.hub.settings.max_message_bytes);
         let parts = match (&self.sent, self.delta_sets) {
             (Some(sent), true) => {
-                let change = set_delta::change(&**sent, &**desired, budget);
+                let change = set_delta::change(&**sent, &**desired, delta_budget(self.hub.settings.max_message_bytes));
                 match set_delta::is_delta(&change) {
                     true => vec![change],
                     false => self.whole(desired, budget),

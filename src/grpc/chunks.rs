@@ -24,6 +24,16 @@ pub fn budget(max_message_bytes: usize) -> usize {
     (max_message_bytes / 4 * 3).min(STREAM_MESSAGE_BYTES)
 }
 
+/// The largest DesiredSet delta sent as one message. Deltas are never chunked: a larger one goes as the whole set,
+/// in chunks. Above a chunk's size so that a one-backup change with many PVBs stays a delta; only a stream that
+/// carries such a delta grows its buffer to it.
+pub const DELTA_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// What one delta may take: [`DELTA_MESSAGE_BYTES`], or less under a smaller message limit.
+pub fn delta_budget(max_message_bytes: usize) -> usize {
+    (max_message_bytes / 4 * 3).min(DELTA_MESSAGE_BYTES)
+}
+
 /// `items` in consecutive groups whose encoded size stays within `budget` (an item larger than the budget
 /// goes alone: the transport then refuses it, naming the limit).
 pub fn by_encoded_size<T: Message>(items: Vec<T>, budget: usize) -> Vec<Vec<T>> {
