@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use super::held_set::HeldSet;
 use crate::grpc::convert::{ItemError, ObjectKey, api_of, inventory_object, served_apis};
 use crate::grpc::proto::{ApplyOutcome, ClusterApis, InventoryItem, ItemResult, ObjectRef, RejectedItem, ResourceType};
+use crate::model::inventory_updates::KINDS;
 use crate::model::{Inventory, InventoryObject, ObjectMeta, ownership};
 use crate::plan::ClusterState;
 
@@ -109,14 +110,18 @@ impl ClusterRecord {
         let held = self.inventory();
         let room = max_items.saturating_sub(held.len() - held.count_of(&resource.kind));
         let mut fresh = Vec::with_capacity(objects.len().min(room));
-        let mut taken: HashSet<&ObjectKey> = HashSet::new();
-        for (key, object) in &objects {
-            if taken.len() >= room && !taken.contains(key) {
-                rejected.push(over_cap(key, max_items));
-                continue;
+        // Names are counted only when the snapshot could pass the cap (a name twice counts once).
+        let mut taken: HashSet<ObjectKey> = HashSet::new();
+        let counting = objects.len() > room;
+        for (key, object) in objects {
+            if counting {
+                if taken.len() >= room && !taken.contains(&key) {
+                    rejected.push(over_cap(&key, max_items));
+                    continue;
+                }
+                taken.insert(key);
             }
-            taken.insert(key);
-            fresh.push(object.clone());
+            fresh.push(object);
         }
         let changed = self.inventory_mut().replace_kind(&resource.kind, fresh);
         // Every snapshot counts (even an unchanged one): a stream waits for a set planned after it.
@@ -318,7 +323,7 @@ impl ClusterRecord {
     /// Inventory counts per kind (kinds it holds none of are left out).
     pub fn counts_by_kind(&self) -> BTreeMap<String, u64> {
         let held = self.inventory();
-        ["Namespace", "BackupStorageLocation", "Backup", "PodVolumeBackup", "NonAdminBackup"]
+        KINDS
             .into_iter()
             .map(|kind| (kind.to_string(), held.count_of(kind) as u64))
             .filter(|(_, count)| *count > 0)

@@ -121,12 +121,8 @@ impl InventoryObject {
     pub fn parse(kind: &str, item: Value) -> Result<Option<Self>, serde_json::Error> {
         Ok(Some(match kind {
             "Namespace" => {
-                let terminating = item.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating");
                 let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-                if name.is_empty() {
-                    return Err(serde::de::Error::custom("metadata.name is missing"));
-                }
-                InventoryObject::Namespace { name: name.to_string(), terminating }
+                Self::namespace_in_phase(name.to_string(), item.pointer("/status/phase").and_then(Value::as_str))?
             }
             BackupStorageLocation::KIND => InventoryObject::StorageLocation(Object::from_value(item)?),
             Backup::KIND => InventoryObject::Backup(Object::from_value(item)?),
@@ -144,12 +140,10 @@ impl InventoryObject {
         Ok(Some(match kind {
             "Namespace" => {
                 let NamespaceView { metadata, status } = view_from_json_text(text)?;
-                if metadata.name.is_empty() {
-                    return Err(serde::de::Error::custom("metadata.name is missing"));
-                }
-                let terminating =
-                    status.as_ref().and_then(|s| s.get("phase")).and_then(Value::as_str) == Some("Terminating");
-                InventoryObject::Namespace { name: metadata.name, terminating }
+                Self::namespace_in_phase(
+                    metadata.name,
+                    status.as_ref().and_then(|s| s.get("phase")).and_then(Value::as_str),
+                )?
             }
             BackupStorageLocation::KIND => InventoryObject::StorageLocation(Object::view_only_text(text)?),
             Backup::KIND => InventoryObject::Backup(Object::view_only_text(text)?),
@@ -157,6 +151,14 @@ impl InventoryObject {
             NonAdminBackup::KIND => InventoryObject::NonAdminBackup(Object::view_only_text(text)?),
             _ => return Ok(None),
         }))
+    }
+
+    /// A Namespace named `name` in `phase`: one in `Terminating` is absent to the planner.
+    fn namespace_in_phase(name: String, phase: Option<&str>) -> Result<Self, serde_json::Error> {
+        if name.is_empty() {
+            return Err(serde::de::Error::custom("metadata.name is missing"));
+        }
+        Ok(InventoryObject::Namespace { name, terminating: phase == Some("Terminating") })
     }
 }
 

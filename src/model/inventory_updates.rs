@@ -12,6 +12,10 @@ use super::{Backup, BackupStorageLocation, NonAdminBackup, PodVolumeBackup};
 
 const NAMESPACE: &str = "Namespace";
 
+/// Every kind an inventory holds, as agents name them.
+pub const KINDS: [&str; 5] =
+    [NAMESPACE, BackupStorageLocation::KIND, Backup::KIND, PodVolumeBackup::KIND, NonAdminBackup::KIND];
+
 impl InventoryObject {
     /// The object's kind, as agents name it.
     pub fn kind(&self) -> &'static str {
@@ -107,24 +111,14 @@ impl Inventory {
         let objects = objects.into_iter().filter(|o| o.kind() == kind);
         let changed = match kind {
             NAMESPACE => {
-                let mut named: Vec<(String, bool)> = objects
-                    .filter_map(|o| match o {
-                        InventoryObject::Namespace { name, terminating } => Some((name, terminating)),
-                        _ => None,
-                    })
-                    .collect();
-                // Stable: of two with one name the later stays last, and only the last of each run is kept.
-                named.sort_by(|a, b| a.0.cmp(&b.0));
-                let mut last: Vec<(String, bool)> = Vec::with_capacity(named.len());
-                for (name, terminating) in named {
-                    match last.last_mut() {
-                        Some(held) if held.0 == name => *held = (name, terminating),
-                        _ => last.push((name, terminating)),
-                    }
-                }
+                let named = objects.filter_map(|o| match o {
+                    InventoryObject::Namespace { name, terminating } => Some((name, terminating)),
+                    _ => None,
+                });
                 // Collected from sorted names the sets are built whole, their nodes full; inserted one by one
                 // they would be about half full.
-                let (terminating, live): (Vec<_>, Vec<_>) = last.into_iter().partition(|(_, t)| *t);
+                let (terminating, live): (Vec<_>, Vec<_>) =
+                    sorted_keeping_the_last(named.collect(), |a, b| a.0.cmp(&b.0)).into_iter().partition(|(_, t)| *t);
                 let live: BTreeSet<String> = live.into_iter().map(|(name, _)| name).collect();
                 let terminating: BTreeSet<String> = terminating.into_iter().map(|(name, _)| name).collect();
                 let changed = live != self.namespaces || terminating != self.terminating_namespaces;
@@ -202,18 +196,23 @@ fn position<K: Kind>(objects: &[Object<K>], namespace: &str, name: &str) -> Resu
     objects.binary_search_by(|o| order(o, namespace, name))
 }
 
-fn replace<K: Kind + PartialEq>(held: &mut Vec<Object<K>>, objects: impl Iterator<Item = Object<K>>) -> bool {
-    let mut fresh: Vec<Object<K>> = objects.collect();
-    // Stable, so of two objects with one name the later stays last; only the last of each run is kept.
-    fresh.sort_by(|a, b| order(a, b.namespace(), b.name()));
-    let mut sorted: Vec<Object<K>> = Vec::with_capacity(fresh.len());
-    for object in fresh {
-        match sorted.last_mut() {
-            Some(last) if order(last, object.namespace(), object.name()).is_eq() => *last = object,
-            _ => sorted.push(object),
+/// `items` sorted by `compare`, of those it finds equal only the one that came last, in a list of its own size.
+fn sorted_keeping_the_last<T>(mut items: Vec<T>, compare: impl Fn(&T, &T) -> Ordering) -> Vec<T> {
+    // Stable: of equal items the later stays last.
+    items.sort_by(&compare);
+    let mut kept: Vec<T> = Vec::with_capacity(items.len());
+    for item in items {
+        match kept.last_mut() {
+            Some(last) if compare(last, &item).is_eq() => *last = item,
+            _ => kept.push(item),
         }
     }
-    sorted.shrink_to_fit();
+    kept.shrink_to_fit();
+    kept
+}
+
+fn replace<K: Kind + PartialEq>(held: &mut Vec<Object<K>>, objects: impl Iterator<Item = Object<K>>) -> bool {
+    let sorted = sorted_keeping_the_last(objects.collect(), |a, b| order(a, b.namespace(), b.name()));
     let changed = *held != sorted;
     *held = sorted;
     changed

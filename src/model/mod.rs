@@ -5,7 +5,7 @@ pub mod compressed_json;
 #[cfg(test)]
 mod fuzz;
 pub mod inventory;
-mod inventory_updates;
+pub mod inventory_updates;
 pub mod labels;
 pub mod meta;
 pub mod names;
