@@ -16,11 +16,12 @@ mod e2e;
 mod proc_status;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use e2e::velero::velero_server_command;
 use e2e::{FERRY, PREFIX, TestBed, VELERO_NS, api, backups, pvbs};
 use ferry::fixture::{self, FixtureSpec};
 use futures::StreamExt;
@@ -186,8 +187,9 @@ async fn run_size(n: usize, velero: Option<&(PathBuf, PathBuf)>, smoke: bool) ->
     let written = fixture::write(&bed.store(), &spec, 32).await?;
     eprintln!("   bucket: {} objects written in {:.1} s", written.objects, started.elapsed().as_secs_f64());
 
-    if let Some((velero_bin, plugins)) = velero {
-        rows.extend(run_velero(&bed, n, velero_bin, plugins, smoke, timeout).await?);
+    // The bed's env names the same binaries (up.sh runs build.sh, which builds them).
+    if velero.is_some() {
+        rows.extend(run_velero(&bed, n, smoke, timeout).await?);
     }
     rows.extend(run_ferry(&bed, n, timeout).await?);
     if smoke {
@@ -354,42 +356,10 @@ fn log_file(bed: &TestBed, name: &str) -> anyhow::Result<std::fs::File> {
 }
 
 /// Velero on cluster `a`: BSL created while it runs, then all objects listable; then the repair case.
-async fn run_velero(
-    bed: &TestBed,
-    n: usize,
-    velero: &Path,
-    plugins: &Path,
-    smoke: bool,
-    timeout: Duration,
-) -> anyhow::Result<Vec<Row>> {
+async fn run_velero(bed: &TestBed, n: usize, smoke: bool, timeout: Duration) -> anyhow::Result<Vec<Row>> {
     let a = bed.admin("a").await;
-    let work = bed.state.path().join("velero");
-    std::fs::create_dir_all(&work)?;
-    let credentials = work.join("credentials");
-    std::fs::write(
-        &credentials,
-        format!(
-            "[default]\naws_access_key_id={}\naws_secret_access_key={}\n",
-            bed.var("FERRY_TESTBED_S3_ACCESS_KEY"),
-            bed.var("FERRY_TESTBED_S3_SECRET_KEY")
-        ),
-    )?;
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let start_velero = || {
-        Daemon::spawn(
-            Command::new(velero)
-                .args(["server", "--namespace", VELERO_NS, "--metrics-address", &metrics.to_string()])
-                .arg("--plugin-dir")
-                .arg(plugins)
-                .arg("--kubeconfig")
-                .arg(bed.admin_kubeconfig("a"))
-                .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
-                .env("VELERO_NAMESPACE", VELERO_NS)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log_file(bed, "velero")?),
-        )
-    };
+    let (mut command, metrics) = velero_server_command(bed, "a", &[]);
+    let mut start_velero = || Daemon::spawn(command.stderr(log_file(bed, "velero")?));
     let api_cpu_before = apiserver_cpu(bed, "a");
     let (daemon, t0, how) = if smoke {
         // Velero syncs at its start and then once a minute (a fixed period; a BSL's backupSyncPeriod can only

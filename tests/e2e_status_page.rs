@@ -5,7 +5,7 @@
 //! poll `/api/status` and redraw, and the DOM it dumps must name both clusters as connected, the materialized
 //! backup, and the refused one with the refusal's reason. A screenshot is saved under the target directory.
 //!
-//! Needs Debian's `chromium` (.ci/run installs it). Without it the test says so and passes, unless
+//! Needs Debian's `chromium` (e2e/test installs it: e2e/install-chromium.sh). Without it the test says so and passes, unless
 //! FERRY_REQUIRE_BED is set (CI), where a missing browser fails it.
 
 #[path = "e2e_support/mod.rs"]

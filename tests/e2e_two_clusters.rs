@@ -259,7 +259,10 @@ async fn two_clusters_end_to_end() {
         .output()
         .expect("ferry restore");
     assert!(identity.status.success());
-    assert!(String::from_utf8_lossy(&identity.stdout).contains("NonAdminRestore"), "identity: use NAC's NAR");
+    let said = String::from_utf8_lossy(&identity.stdout);
+    // The bed's OADP has NonAdminBackups but no NonAdminRestore CRD: only an admin's Velero restore works there.
+    assert!(said.contains(&format!("velero restore create --from-backup {dr} -n {VELERO_NS}")), "{said}");
+    assert!(said.contains("serves no NonAdminRestores") && said.contains("no Restore created"), "{said}");
 
     // `--wait` follows the Restore until a terminal phase. No Velero server runs on the bed, so the test writes
     // the progress and phase as Velero would (Velero's Restore CRD has no status subresource).
@@ -314,6 +317,44 @@ async fn two_clusters_end_to_end() {
     assert!(status.success(), "{printed}");
     assert!(printed.contains("phase InProgress  items 3/9"), "{printed}");
     assert!(printed.contains("phase Completed  items 9/9"), "{printed}");
+
+    // Idempotent: a plain `ferry restore` of the same backup reports the newest Restore there and makes none;
+    // `--name` of that request's Restore reports it too; `--new` makes another; a name taken by another is refused.
+    let ferry_restore = |extra: &[&str]| {
+        std::process::Command::new(FERRY)
+            .args(["restore", &mapped, "--cluster", "b", "--config"])
+            .arg(ferry.config_path())
+            .args(extra)
+            .output()
+            .expect("ferry restore")
+    };
+    let ferrys_restores = || async {
+        let list = restores.list(&kube::api::ListParams::default()).await.expect("list Restores");
+        list.items.iter().filter(|r| r.data["spec"]["backupName"] == mapped.as_str()).count()
+    };
+    assert_eq!(ferrys_restores().await, 2);
+    let again = ferry_restore(&[]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{said}");
+    assert!(said.contains(&format!("Restore {VELERO_NS}/waited-restore of backup {mapped}")), "the newest: {said}");
+    assert!(said.contains("already exists (phase Completed, created ") && said.contains("--new"), "{said}");
+    let named = ferry_restore(&["--name", "mapped-restore"]);
+    assert!(named.status.success() && String::from_utf8_lossy(&named.stdout).contains("already exists"));
+    assert_eq!(ferrys_restores().await, 2, "no Restore made for a request that has one");
+    let new = ferry_restore(&["--new"]);
+    let said = String::from_utf8_lossy(&new.stdout);
+    assert!(new.status.success(), "{said}");
+    assert!(said.contains(&format!("Restore {VELERO_NS}/{mapped}-ferry-")) && said.contains(" created: "), "{said}");
+    assert_eq!(ferrys_restores().await, 3, "--new made another");
+    let foreign = json!({"apiVersion": "velero.io/v1", "kind": "Restore",
+                         "metadata": {"name": "someone-elses", "namespace": VELERO_NS},
+                         "spec": {"backupName": dr}});
+    create(&restores, foreign).await;
+    let taken = ferry_restore(&["--name", "someone-elses"]);
+    let stderr = String::from_utf8_lossy(&taken.stderr);
+    assert!(!taken.status.success(), "a name taken by another Restore is refused");
+    assert!(stderr.contains("Restore someone-elses exists and is not ferry's restore of backup"), "{stderr}");
+    assert_eq!(ferrys_restores().await, 3);
 
     // --- 4. A backup Velero already synced (Backup CR, no PVBs) gets its PVBs ---------------------------------
     let synced_pvbs_b = eventually("PVBs of the Velero-synced backup", WAIT, || async {

@@ -402,6 +402,8 @@ q() { printf '%q' "$1"; }
   echo "FERRY_TESTBED_S3_BUCKET=$s3_bucket"
   echo "FERRY_TESTBED_LOGS=$(q "$state/logs")"
   echo "FERRY_TESTBED_CRDS_DIR=$(q "$FERRY_TESTBED_CRDS_DIR")"
+  echo "FERRY_TESTBED_VELERO=$(q "$FERRY_TESTBED_VELERO")"
+  echo "FERRY_TESTBED_VELERO_PLUGIN_DIR=$(q "$FERRY_TESTBED_VELERO_PLUGIN_DIR")"
 } >"$state/env.tmp"
 mv "$state/env.tmp" "$state/env"
 ready=1

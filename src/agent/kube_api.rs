@@ -19,9 +19,11 @@ pub const FIELD_MANAGER: &str = "ferry";
 
 /// The plural resource name of a kind ferry reads or writes.
 pub fn plural(kind: &str) -> String {
-    match kind {
-        "Namespace" => "namespaces".into(),
-        other => format!("{}s", other.to_ascii_lowercase()),
+    let lower = kind.to_ascii_lowercase();
+    // Kubernetes' own rule for the kinds ferry meets: a consonant and `y` → `ies` (BackupRepository).
+    match lower.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+        _ => format!("{lower}s"),
     }
 }
 
@@ -150,6 +152,25 @@ impl ClusterApi for KubeApi {
         };
         if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %e, %reason, object = %about.name, "could not record an Event");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plural;
+
+    #[test]
+    fn plurals_as_the_api_server_names_them() {
+        for (kind, resource) in [
+            ("Namespace", "namespaces"),
+            ("Backup", "backups"),
+            ("PodVolumeBackup", "podvolumebackups"),
+            ("BackupRepository", "backuprepositories"),
+            ("NonAdminBackupStorageLocation", "nonadminbackupstoragelocations"),
+            ("Gateway", "gateways"),
+        ] {
+            assert_eq!(plural(kind), resource);
         }
     }
 }
