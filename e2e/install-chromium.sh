@@ -23,7 +23,7 @@ fi
 echo "e2e: installing chromium (Debian package, once)" >&2
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$log" 2>&1; then
+if ! { apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium; } >"$log" 2>&1; then
   tail -n 20 "$log" >&2
   echo "e2e: apt-get install chromium failed (output above)" >&2
   exit 1
