@@ -25,7 +25,7 @@ use std::time::Duration;
 use e2e::velero::VeleroServer;
 use e2e::*;
 use ferry::model::labels;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use object_store::ObjectStoreExt;
 use serde_json::{Value, json};
 
@@ -90,21 +90,12 @@ async fn create_shop(a: &kube::Client) {
     }
 }
 
-/// A BSL for Velero on the bed's bucket: `default` read-write on a, `dr` ReadOnly without sync on b.
-async fn create_velero_bsl(bed: &TestBed, client: &kube::Client, name: &str, read_only: bool) {
+/// b's BSL on the bed's bucket: ReadOnly, and Velero's own sync off (it would race ferry: docs/operations.md §3).
+async fn create_reader_bsl(bed: &TestBed, client: &kube::Client, name: &str) {
+    create_bsl(bed, client, name).await;
     let bsls = api(client, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
-    let mut bsl = json!({"apiVersion": "velero.io/v1", "kind": "BackupStorageLocation",
-           "metadata": {"name": name, "namespace": VELERO_NS},
-           "spec": {"provider": "aws", "default": true,
-                    "objectStorage": {"bucket": bed.bucket(), "prefix": PREFIX},
-                    "config": {"region": bed.var("FERRY_TESTBED_S3_REGION"), "s3ForcePathStyle": "true",
-                               "s3Url": bed.var("FERRY_TESTBED_S3_ENDPOINT")}}});
-    if read_only {
-        // ferry materializes; Velero's own sync would race it (docs/operations.md §3).
-        bsl["spec"]["accessMode"] = "ReadOnly".into();
-        bsl["spec"]["backupSyncPeriod"] = "0s".into();
-    }
-    create(&bsls, bsl).await;
+    let no_sync = json!({"spec": {"backupSyncPeriod": "0s"}});
+    bsls.patch(name, &PatchParams::default(), &Patch::Merge(&no_sync)).await.expect("turn b's sync off");
 }
 
 async fn phase(api: &Api<DynamicObject>, name: &str) -> String {
@@ -122,7 +113,7 @@ async fn a_backup_velero_took_on_a_restores_with_velero_on_b_into_a_mapped_names
 
     // 1. The workload on a, and a's Velero backing it up.
     create_shop(&a).await;
-    create_velero_bsl(&bed, &a, "default", false).await;
+    create_bsl_with_access_mode(&bed, &a, "default", None).await;
     let velero_a = VeleroServer::start(&bed, "a", &[]);
     let bsls_a = api(&a, "velero.io", "v1", "BackupStorageLocation", Some(VELERO_NS));
     eventually("a's BSL Available", WAIT, || async { (phase(&bsls_a, "default").await == "Available").then_some(()) })
@@ -202,7 +193,7 @@ async fn a_backup_velero_took_on_a_restores_with_velero_on_b_into_a_mapped_names
 
     // 2. b: a ReadOnly BSL without Velero's sync, the tenant namespace the operator made, and what Velero's pod
     //    volume restore looks up (its Deployment and the node-agent DaemonSet, which never run here).
-    create_velero_bsl(&bed, &b, "dr", true).await;
+    create_reader_bsl(&bed, &b, "dr").await;
     create_namespace(&b, "shop-dr").await;
     let pod_template = |name: &str| {
         json!({"selector": {"matchLabels": {"name": name}},
