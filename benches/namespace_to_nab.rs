@@ -351,6 +351,7 @@ fn start_ferry(bed: &TestBed) -> anyhow::Result<Ferry> {
         agent_metrics: HashMap::new(),
         status_page: None,
         status_page_listen: None,
+        agent_args: Vec::new(),
     };
     anyhow::ensure!(!addr.is_empty(), "coordinator said {line:?}");
     let mut agent = bed

@@ -71,6 +71,7 @@ async fn a_plain_velero_target_then_oadp_installed_at_runtime() {
     let all_backups = ADMIN_BACKUPS + 2;
 
     let mut ferry = Ferry::start(&bed, "  - {from: a, to: b, namespaces: {team-x: team-x-dr}}");
+    ferry.agent_args = vec!["--allow-namespace-mapping".into(), "team-x=team-x-dr".into()];
     ferry.start_agent(&bed, "b");
 
     // 0. Through a read-write BSL, b's Velero could delete a's backups, and b counts as a second writer of a's

@@ -85,6 +85,10 @@ async fn retirement_deletes_only_what_is_proven_gone_and_only_ferrys() {
 
     let retirement = format!("retirement: {{mode: delete, confirmations: 2, grace: {}s}}", GRACE.as_secs());
     let mut ferry = Ferry::start_with(&bed, "  []", &retirement);
+    // The member cluster consents to deletions too: its agent's flag, and deploy/rbac/retirement/ (the bed's
+    // default RBAC, deploy/rbac/, lets the agent delete nothing).
+    create_rbac_files(&b, &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac/retirement")).await;
+    ferry.agent_args = vec!["--allow-retirement".into()];
     ferry.start_agent(&bed, "b");
 
     // --- 1. Everything arrives -----------------------------------------------------------------------------

@@ -136,6 +136,8 @@ async fn two_clusters_end_to_end() {
 
     let mut ferry =
         Ferry::start(&bed, "  - from: a\n    to: b\n    namespaces: {team-x: team-x-dr, team-y: team-y-dr}\n");
+    // b allows the config's mappings itself: an agent accepts only the identity otherwise.
+    ferry.agent_args = vec!["--allow-namespace-mapping".into(), "team-x=team-x-dr,team-y=team-y-dr".into()];
     ferry.start_agent(&bed, "a");
     ferry.start_agent(&bed, "b");
 

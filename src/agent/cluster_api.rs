@@ -31,8 +31,6 @@ pub trait ClusterApi: Send + Sync {
     }
     /// Creates an absent object (fails with `AlreadyExists` if someone else created it meanwhile).
     async fn create(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
-    /// Server-side apply with field manager `ferry`, for objects ferry created.
-    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError>;
     /// Deletes an object if its UID and resourceVersion are still these (preconditions).
     async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError>;
     /// Records a Kubernetes Event about an object (best effort).

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{Value, json};
 
-use super::guard::Guard;
+use super::guard::{Guard, test_objects};
 use crate::fuzz_input::{json_value, mutated_value, text};
 use crate::grpc::convert::api_of;
 use crate::grpc::proto::{DesiredItem, ObjectRef};
@@ -62,13 +62,20 @@ fn object_ref(velero: String) -> impl Strategy<Value = ObjectRef> {
 /// The body ferry would send for `r`, some of its values changed; or anything; or none.
 fn body(r: &ObjectRef) -> impl Strategy<Value = Option<Value>> + use<> {
     let api_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
-    let own = json!({"apiVersion": api_version, "kind": r.kind,
-        "metadata": {"name": r.name, "namespace": r.namespace,
-            "labels": {labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE}},
-        "spec": {}});
+    let mut own = match r.kind.as_str() {
+        "NonAdminBackup" => test_objects::nab("team-a", &r.name, &r.namespace),
+        "PodVolumeBackup" => test_objects::pvb(&r.name, "daily-1", "shop", ""),
+        _ => test_objects::backup(&r.name),
+    };
+    own["apiVersion"] = api_version.into();
+    own["kind"] = r.kind.clone().into();
+    own["metadata"]["namespace"] = r.namespace.clone().into();
+    let kind = r.kind.clone();
     let with_phase = select(PHASES).prop_map(move |phase| {
         let mut body = own.clone();
-        body["status"] = json!({"phase": phase});
+        if kind != "NonAdminBackup" {
+            body["status"] = json!({"phase": phase});
+        }
         body
     });
     prop_oneof![
@@ -120,9 +127,7 @@ fn what_ferry_sends_passes() {
         namespace: "velero".into(),
         name: "daily-1".into(),
     };
-    let body = json!({"apiVersion": "velero.io/v1", "kind": "Backup",
-        "metadata": {"name": "daily-1", "namespace": "velero", "labels": {labels::FERRY_MANAGED_BY: "ferry"}},
-        "status": {"phase": "Completed"}});
+    let body = test_objects::backup("daily-1");
     assert_eq!(guard.refusal(&DesiredItem::default(), &r, Some(&body)), None);
 }
 
@@ -162,6 +167,16 @@ proptest! {
         prop_assert_eq!(text_at(&body, "/apiVersion"), Some(api_version.as_str()));
         let label = format!("/metadata/labels/{}", labels::FERRY_MANAGED_BY.replace('/', "~1"));
         prop_assert_eq!(text_at(&body, &label), Some(labels::FERRY_MANAGED_BY_VALUE));
+        if r.kind == "NonAdminBackup" {
+            // The shape NAC treats as synced, never one that makes it run a backup or delete one's data.
+            let sync = format!("/metadata/labels/{}", labels::NAB_SYNCED_FROM_NACUUID.replace('/', "~1"));
+            prop_assert!(text_at(&body, &sync).is_some_and(|v| !v.is_empty()), "{}", body);
+            prop_assert!(body.pointer("/spec/deleteBackup").is_none_or(|d| d == &json!(false) || d.is_null()), "{}", body);
+        }
+        if r.kind == "Backup" {
+            prop_assert!(text_at(&body, "/spec/storageLocation").is_some_and(|v| !v.is_empty()), "{}", body);
+            prop_assert!(body.pointer("/metadata/ownerReferences").is_none_or(|o| o == &json!([])), "{}", body);
+        }
         let done = match r.kind.as_str() {
             "Backup" => BACKUP_DONE,
             "PodVolumeBackup" => PVB_DONE,

@@ -79,10 +79,6 @@ impl ClusterApi for Cached<'_> {
         self.api.create(r, object).await
     }
 
-    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
-        self.api.apply(r, object).await
-    }
-
     async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError> {
         self.api.delete(r, uid, resource_version).await
     }

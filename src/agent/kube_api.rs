@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference as KubeObjectRef;
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::core::GroupVersionKind;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
@@ -109,13 +109,6 @@ impl ClusterApi for KubeApi {
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
         let api = self.api(r);
         to_value(with_backoff(|| api.create(&params, &object)).await.map_err(api_error)?)
-    }
-
-    async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
-        let params = PatchParams::apply(FIELD_MANAGER);
-        let api = self.api(r);
-        let patch = Patch::Apply(object);
-        to_value(with_backoff(|| api.patch(&r.name, &params, &patch)).await.map_err(api_error)?)
     }
 
     async fn delete(&self, r: &ObjectRef, uid: &str, resource_version: &str) -> Result<(), ApiError> {

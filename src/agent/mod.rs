@@ -9,6 +9,7 @@
 pub mod client;
 pub mod cluster_api;
 pub mod discovery;
+pub mod event_budget;
 #[cfg(test)]
 mod fuzz;
 pub mod guard;
@@ -50,6 +51,8 @@ pub struct AgentOptions {
     /// Namespaces no NonAdminBackup may go into, on top of `default`, `kube-*`, `openshift-*` and the Velero
     /// namespace (the agent refuses such items whatever the coordinator says).
     pub protected_namespaces: Vec<String>,
+    /// What this cluster allows beyond what every agent accepts (ReadWrite BSLs, namespace mappings, retirement).
+    pub policy: guard::Policy,
     /// Items of one dependency layer applied at once.
     pub apply_concurrency: usize,
     /// Where to serve `/healthz`, `/readyz` and `/metrics` (plain HTTP), if anywhere.
@@ -115,7 +118,14 @@ pub async fn run(mut options: AgentOptions, shutdown: impl Future<Output = ()>) 
         }
     })));
     let api = KubeApi::new(options.kube.clone());
-    let guard = guard::Guard::new(&options.velero_namespace, &options.protected_namespaces);
+    let guard =
+        guard::Guard::new(&options.velero_namespace, &options.protected_namespaces).with_policy(options.policy.clone());
+    tracing::info!(
+        read_write_locations = options.policy.allow_read_write_locations,
+        namespace_mappings = %options.policy.mappings.describe(),
+        retirement = options.policy.allow_retirement,
+        "what this agent accepts from its coordinator"
+    );
     let mut desired = client.desired();
     let mut memory = Memory::default();
     let mut current: Option<Arc<DesiredSet>> = None;

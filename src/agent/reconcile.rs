@@ -1,6 +1,7 @@
-//! One pass of applying a DesiredSet to the cluster: in dependency order, each item is created if absent,
-//! re-applied if it is ferry's (never for NABs: create-only, NAC rewrites their spec), reported as a conflict if
-//! an object of that name is not ferry's, or held while what it waits for is missing. The cluster is behind the
+//! One pass of applying a DesiredSet to the cluster: in dependency order, each item the guard admits is created if
+//! absent, counted done if ferry's own object of the same provenance exists (create-only: the agent never writes
+//! over an existing object, so it needs no `patch`), reported as a conflict if an object of that name is someone
+//! else's, or held while what it waits for is missing. The cluster is behind the
 //! [`ClusterApi`] trait (`cluster_api.rs`) so this logic reads the same against the real API server
 //! (`kube_api.rs`, e2e tests) and in unit tests.
 
@@ -12,21 +13,22 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::cluster_api::{ApiError, ClusterApi, describe};
-use super::guard::Guard;
+use super::event_budget::EventBudget;
+use super::guard::{Guard, Related};
 use super::order::apply_layers;
 use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{ApplyOutcome, DesiredAction, DesiredItem, DesiredSet, ItemResult, ObjectRef};
 use crate::model::labels;
 use crate::model::ownership::is_ferry_managed_json;
+use crate::model::provenance::ANNOTATION_KEYS as PROVENANCE_KEYS;
 
 /// What the agent remembers between passes: which Events it already recorded, so a held or refused item
 /// does not produce one Event per retry.
 #[derive(Debug, Default)]
 pub struct Memory {
     events: HashSet<(String, ObjectKey, String)>,
-    /// What this agent last applied to each of ferry's objects (hash of the desired JSON): an unchanged
-    /// object is not sent again on every pass.
-    applied: HashMap<ObjectKey, u64>,
+    /// Warning Events per second, across passes.
+    warnings: EventBudget,
 }
 
 impl Memory {
@@ -77,12 +79,13 @@ impl Pass<'_> {
         self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(ObjectKey::of_ref(r), object);
     }
 
-    fn applied(&self, key: &ObjectKey) -> Option<u64> {
-        self.memory.lock().unwrap_or_else(|p| p.into_inner()).applied.get(key).copied()
-    }
-
-    fn set_applied(&self, key: ObjectKey, hash: u64) {
-        self.memory.lock().unwrap_or_else(|p| p.into_inner()).applied.insert(key, hash);
+    /// Records a Warning Event about `r` unless the budget is spent (docs/security.md: a coordinator cannot flood
+    /// the cluster's Events). Called only for objects the guard's kind check admits.
+    async fn warning(&self, api: &dyn ClusterApi, r: &ObjectRef, uid: Option<&str>, reason: &str, note: &str) {
+        let allowed = self.memory.lock().unwrap_or_else(|p| p.into_inner()).warnings.allow(std::time::Instant::now());
+        if allowed {
+            api.event(r, uid, reason, note, true).await;
+        }
     }
 
     fn record_created(&self, item: &DesiredItem, r: &ObjectRef, created: &Value, desired: &Value) {
@@ -145,6 +148,10 @@ pub async fn reconcile_with(
             api.event(&c.about, c.uid.as_deref(), "FerryCreated", &note, false).await;
         })
         .await;
+    let dropped = pass.memory.lock().unwrap_or_else(|p| p.into_inner()).warnings.take_dropped();
+    if dropped > 0 {
+        tracing::warn!(dropped, "Warning Events not recorded: more than the agent writes per second");
+    }
     results.sort_by_key(|(index, _)| *index);
     results.into_iter().map(|(_, result)| result).collect()
 }
@@ -161,9 +168,17 @@ async fn one_item(api: &dyn ClusterApi, guard: &Guard, pass: &Pass<'_>, index: u
         }
         DesiredAction::Refuse | DesiredAction::Conflict => {
             let reason = if action == DesiredAction::Refuse { "FerryRefused" } else { "FerryConflict" };
+            // The coordinator's words, recorded only about an object the agent could create itself: never an Event
+            // with chosen text in kube-system or about a kind ferry does not make.
+            if let Some(why) = guard.kind_refusal(&r) {
+                if pass.first_time(&r, "FerryEventRefused") {
+                    tracing::warn!(object = %describe(&r), reason = %why, "no Event for the coordinator's {reason} item");
+                }
+                return None;
+            }
             if pass.first_time(&r, reason) {
                 let note = format!("backup {}: {}", item.backup, item.reason);
-                api.event(&r, None, reason, &note, true).await;
+                pass.warning(api, &r, None, reason, &note).await;
             }
             None
         }
@@ -195,41 +210,51 @@ async fn apply_item(
         },
     };
     if let Some(why) = guard.refusal(item, r, body.as_ref()) {
-        let note = format!("not applied: {why}");
-        if pass.first_time(r, "FerryAgentRefused") {
-            tracing::warn!(object = %describe(r), reason = %why, "refused an item from the coordinator");
-            api.event(r, None, "FerryAgentRefused", &note, true).await;
-        }
-        return (ApplyOutcome::Refused, note);
+        return refuse(api, pass, r, &why).await;
     }
     // Prerequisites first: everything it waits for must exist (the Backup must have a UID).
-    let mut backup_uid = None;
     for prerequisite in &item.waits_for {
-        let key = ObjectKey::of_ref(prerequisite);
-        let found = match pass.live(&key) {
-            Some(v) => Some(v),
-            None => match api.get(prerequisite).await {
-                Ok(found) => found,
-                Err(e) => return (ApplyOutcome::Failed, format!("reading {}: {e}", describe(prerequisite))),
-            },
-        };
-        let Some(found) = found else {
-            return (ApplyOutcome::Held, format!("waits for {}", describe(prerequisite)));
-        };
-        if prerequisite.kind == "Backup" {
-            backup_uid = found.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+        match read(api, pass, prerequisite).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return (ApplyOutcome::Held, format!("waits for {}", describe(prerequisite))),
+            Err(failed) => return failed,
         }
-        pass.remember(prerequisite, found);
     }
     let Some(mut object) = body else {
         let why =
             if item.waits_for_condition.is_empty() { item.reason.clone() } else { item.waits_for_condition.clone() };
         return (ApplyOutcome::Held, format!("nothing to apply yet: {why}"));
     };
-    if let Some(uid) = &backup_uid
-        && r.kind == "PodVolumeBackup"
+    // What the object relates to, read from this cluster: the guard judges it against that, not the set.
+    let needs = guard.needs(r, &object);
+    let backup = match &needs.backup {
+        Some(backup_ref) => match read(api, pass, backup_ref).await {
+            Ok(Some(found)) => Some(found),
+            Ok(None) => return (ApplyOutcome::Held, format!("waits for {}", describe(backup_ref))),
+            Err(failed) => return failed,
+        },
+        None => None,
+    };
+    if r.kind == "PodVolumeBackup"
+        && let Some(uid) = backup.as_ref().and_then(|b| b.pointer("/metadata/uid")).and_then(Value::as_str)
     {
+        // The UID of the Backup on this cluster, as the agent reads it (the coordinator's view may lag).
         fill_backup_uid(&mut object, uid);
+    }
+    let location_ref = needs.location.clone().or_else(|| {
+        let named = backup.as_ref().and_then(|b| b.pointer("/spec/storageLocation")).and_then(Value::as_str);
+        named.and_then(|name| guard.location_ref(name))
+    });
+    let location = match &location_ref {
+        Some(location_ref) => match read(api, pass, location_ref).await {
+            Ok(found) => found,
+            Err(failed) => return failed,
+        },
+        None => None,
+    };
+    let related = Related { backup: backup.as_ref(), location: location.as_ref() };
+    if let Some(why) = guard.related_refusal(r, &object, related, std::time::SystemTime::now()) {
+        return refuse(api, pass, r, &why).await;
     }
 
     let existing = match api.get(r).await {
@@ -240,11 +265,10 @@ async fn apply_item(
         Some(existing) => update_existing(api, pass, r, &object, existing).await,
         None => match api.create(r, &object).await {
             Ok(created) => {
-                pass.set_applied(ObjectKey::of_ref(r), content_hash(&object));
                 pass.record_created(item, r, &created, &object);
                 if let Some(hint) = annotation(&object, labels::FERRY_RESTORE_HINT) {
                     let uid = created.pointer("/metadata/uid").and_then(Value::as_str);
-                    api.event(r, uid, "FerryNamespaceMapped", &hint, true).await;
+                    pass.warning(api, r, uid, "FerryNamespaceMapped", &hint).await;
                 }
                 pass.remember(r, created);
                 (ApplyOutcome::Applied, String::new())
@@ -259,9 +283,35 @@ async fn apply_item(
         },
     };
     if outcome.0 == ApplyOutcome::Failed && pass.first_time(r, "FerryApplyFailed") {
-        api.event(r, None, "FerryApplyFailed", &outcome.1, true).await;
+        pass.warning(api, r, None, "FerryApplyFailed", &outcome.1).await;
     }
     outcome
+}
+
+/// The agent refuses an item: REFUSED with the reason, one Warning Event about it per set version.
+async fn refuse(api: &dyn ClusterApi, pass: &Pass<'_>, r: &ObjectRef, why: &str) -> (ApplyOutcome, String) {
+    let note = format!("not applied: {why}");
+    if pass.first_time(r, "FerryAgentRefused") {
+        tracing::warn!(object = %describe(r), reason = %why, "refused an item from the coordinator");
+        pass.warning(api, r, None, "FerryAgentRefused", &note).await;
+    }
+    (ApplyOutcome::Refused, note)
+}
+
+/// `r` as this pass or the cluster has it (remembered for the rest of the pass).
+async fn read(api: &dyn ClusterApi, pass: &Pass<'_>, r: &ObjectRef) -> Result<Option<Value>, (ApplyOutcome, String)> {
+    let key = ObjectKey::of_ref(r);
+    if let Some(found) = pass.live(&key) {
+        return Ok(Some(found));
+    }
+    match api.get(r).await {
+        Ok(Some(found)) => {
+            pass.remember(r, found.clone());
+            Ok(Some(found))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err((ApplyOutcome::Failed, format!("reading {}: {e}", describe(r)))),
+    }
 }
 
 async fn update_existing(
@@ -286,30 +336,34 @@ async fn update_existing(
             labels::FERRY_MANAGED_BY_VALUE
         );
         if pass.first_time(r, "FerryConflict") {
-            api.event(r, uid.as_deref(), "FerryConflict", &note, true).await;
+            pass.warning(api, r, uid.as_deref(), "FerryConflict", &note).await;
         }
         pass.remember(r, existing);
         return (ApplyOutcome::Conflict, note);
     }
-    // NAC rewrites a synced NAB's spec with defaults; re-applying ours would fight it forever.
-    if r.kind == "NonAdminBackup" {
-        pass.remember(r, existing);
-        return (ApplyOutcome::Applied, String::new());
-    }
-    let key = ObjectKey::of_ref(r);
-    let hash = content_hash(desired);
-    if pass.applied(&key) == Some(hash) {
-        pass.remember(r, existing);
-        return (ApplyOutcome::Applied, String::new());
-    }
-    match api.apply(r, desired).await {
-        Ok(applied) => {
-            pass.set_applied(key, hash);
-            pass.remember(r, applied);
-            (ApplyOutcome::Applied, String::new())
+    // Create-only: ferry's own object of the same provenance is this item done — never written over (NAC rewrites
+    // a synced NAB's spec, Velero a Backup's status; and a coordinator must not re-point what exists). One of
+    // another backup or location is left untouched and reported.
+    if let Some(why) = other_provenance(desired, &existing) {
+        let note = format!("{} is ferry's, but {why}; left untouched", describe(r));
+        if pass.first_time(r, "FerryConflict") {
+            pass.warning(api, r, uid.as_deref(), "FerryConflict", &note).await;
         }
-        Err(e) => (ApplyOutcome::Failed, e.to_string()),
+        pass.remember(r, existing);
+        return (ApplyOutcome::Conflict, note);
     }
+    pass.remember(r, existing);
+    (ApplyOutcome::Applied, String::new())
+}
+
+/// Why ferry's `existing` object is not the one `desired` describes (another location, bucket, prefix, backup or
+/// backup UID; or a provenance incomplete on either side), or `None`.
+fn other_provenance(desired: &Value, existing: &Value) -> Option<String> {
+    PROVENANCE_KEYS.iter().find_map(|key| {
+        let (want, found) = (annotation(desired, key), annotation(existing, key));
+        let whole = want.is_some() && (*key == labels::FERRY_SOURCE_PREFIX || want.as_deref() != Some(""));
+        (!whole || want != found).then(|| format!("its {key} is {found:?}, not {want:?}"))
+    })
 }
 
 /// Whether an object someone else made is the very object ferry wanted: a Backup of the same name bound to the
@@ -333,13 +387,6 @@ fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
         }
         _ => false,
     }
-}
-
-fn content_hash(object: &Value) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    object.to_string().hash(&mut hasher);
-    hasher.finish()
 }
 
 /// Points a PVB template at the target's Backup: the ownerReference's UID and `velero.io/backup-uid`.
@@ -376,6 +423,7 @@ fn source_of(object: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::guard::{Policy, test_objects as objects};
     use crate::grpc::convert::object_ref;
     use serde_json::json;
     use std::sync::Mutex;
@@ -414,10 +462,6 @@ mod tests {
             objects.insert(ObjectKey::of_ref(r), created.clone());
             Ok(created)
         }
-        async fn apply(&self, r: &ObjectRef, object: &Value) -> Result<Value, ApiError> {
-            self.objects.lock().unwrap().insert(ObjectKey::of_ref(r), object.clone());
-            Ok(object.clone())
-        }
         async fn delete(&self, r: &ObjectRef, uid: &str, version: &str) -> Result<(), ApiError> {
             let mut objects = self.objects.lock().unwrap();
             let key = ObjectKey::of_ref(r);
@@ -440,17 +484,43 @@ mod tests {
         if kind == "NonAdminBackup" { "team-a" } else { "velero" }
     }
 
-    /// An object as ferry plans it (labelled, finished status for Velero's kinds).
+    /// The tenant backup of team-a/n the tests' NAB "n" belongs to (its Backup is named by its NACUUID).
+    fn tenant() -> String {
+        objects::nacuuid("team-a", "n")
+    }
+
+    /// An object as ferry plans it: Backup `name` (of team-a's NAB "n" when named [`tenant`]), a PVB of Backup
+    /// "b", the NAB of team-a's backup `name`.
     fn ours(kind: &str, name: &str) -> Value {
-        let r = object_ref(kind, ns_of(kind), name);
-        let mut object = json!({"apiVersion": format!("{}/{}", r.group, r.version), "kind": kind,
-               "metadata": {"name": name, "namespace": ns_of(kind),
-               "labels": {labels::FERRY_MANAGED_BY: labels::FERRY_MANAGED_BY_VALUE, labels::VELERO_BACKUP_UID: ""},
-               "ownerReferences": [{"apiVersion": "velero.io/v1", "kind": "Backup", "name": "b", "uid": ""}]}});
-        if kind != "NonAdminBackup" {
-            object["status"] = json!({"phase": "Completed"});
+        match kind {
+            "NonAdminBackup" => objects::nab("team-a", name, "team-a"),
+            "PodVolumeBackup" => objects::pvb(name, "b", "shop", ""),
+            _ if name == tenant() => objects::tenant_backup("team-a", "n", "team-a"),
+            _ => objects::backup(name),
         }
-        object
+    }
+
+    /// A cluster with ferry's ReadOnly BSL.
+    fn cluster() -> Memo {
+        let api = Memo::default();
+        api.put(objects::bsl(objects::BSL, Some("ReadOnly")));
+        api
+    }
+
+    impl Memo {
+        fn put(&self, object: Value) {
+            let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+            let r = object_ref(&text("/kind"), &text("/metadata/namespace"), &text("/metadata/name"));
+            self.objects.lock().unwrap().insert(ObjectKey::of_ref(&r), object);
+        }
+
+        fn stored(&self, kind: &str, name: &str) -> Option<Value> {
+            self.objects.lock().unwrap().get(&ObjectKey::of_ref(&object_ref(kind, ns_of(kind), name))).cloned()
+        }
+
+        fn events(&self) -> Vec<String> {
+            self.events.lock().unwrap().clone()
+        }
     }
 
     fn guard() -> Guard {
@@ -474,184 +544,200 @@ mod tests {
         }
     }
 
+    fn set_of(items: Vec<DesiredItem>) -> DesiredSet {
+        DesiredSet { version: "v1".into(), items, complete: true, more: false, ..Default::default() }
+    }
+
+    fn outcome_of(results: &[ItemResult], name: &str) -> ItemResult {
+        results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).cloned().unwrap_or_else(|| panic!("{name}"))
+    }
+
     #[tokio::test]
     async fn one_layer_is_applied_concurrently_within_the_bound_and_created_objects_get_one_event_per_backup() {
         let api = Memo { create_delay: Some(std::time::Duration::from_millis(20)), ..Default::default() };
-        let mut items = vec![item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b")))];
+        api.put(objects::bsl(objects::BSL, Some("ReadOnly")));
+        let backup = tenant();
+        let mut items = vec![item(DesiredAction::Create, "Backup", &backup, &[], Some(ours("Backup", &backup)))];
         for i in 0..12 {
             let name = format!("p{i}");
-            items.push(item(
-                DesiredAction::Create,
-                "PodVolumeBackup",
-                &name,
-                &[("Backup", "b")],
-                Some(ours("PodVolumeBackup", &name)),
-            ));
+            let pvb = objects::pvb(&name, &backup, "team-a", "");
+            items.push(item(DesiredAction::Create, "PodVolumeBackup", &name, &[("Backup", &backup)], Some(pvb)));
         }
-        items.push(item(
-            DesiredAction::Create,
-            "NonAdminBackup",
-            "n",
-            &[("Backup", "b")],
-            Some(ours("NonAdminBackup", "n")),
-        ));
-        let set = DesiredSet { version: "v1".into(), items, ..Default::default() };
-        let results = reconcile_with(&api, &guard(), &set, &mut Memory::default(), 4).await;
+        let nab = ours("NonAdminBackup", "n");
+        items.push(item(DesiredAction::Create, "NonAdminBackup", "n", &[("Backup", &backup)], Some(nab)));
+        let results = reconcile_with(&api, &guard(), &set_of(items), &mut Memory::default(), 4).await;
         assert_eq!(results.len(), 14);
         assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
         // Results in the set's order, whatever order they finished in.
         let names: Vec<&str> = results.iter().map(|r| r.r#ref.as_ref().unwrap().name.as_str()).collect();
-        assert_eq!(names[0], "b");
+        assert_eq!(names[0], backup);
         assert_eq!(names[13], "n");
         let most = api.most_in_flight.load(std::sync::atomic::Ordering::SeqCst);
         assert!(most > 1 && most <= 4, "{most} creates in flight at once");
         // Every PVB took its Backup's UID from the create response of the same pass.
-        let objects = api.objects.lock().unwrap();
-        let pvb = &objects[&ObjectKey::of_ref(&object_ref("PodVolumeBackup", "velero", "p7"))];
-        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], "uid-b");
+        let pvb = api.stored("PodVolumeBackup", "p7").unwrap();
+        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], format!("uid-{backup}"));
         // One FerryCreated per backup and namespace (velero: the Backup and its 12 PVBs; team-a: the NAB).
-        let events = api.events.lock().unwrap();
+        let events = api.events();
         let mut created: Vec<&String> = events.iter().filter(|e| e.starts_with("FerryCreated")).collect();
         created.sort();
-        assert_eq!(created, ["FerryCreated b", "FerryCreated n"], "{events:?}");
+        assert_eq!(created, ["FerryCreated n", &format!("FerryCreated {backup}")], "{events:?}");
     }
 
     #[tokio::test]
-    async fn retire_deletes_only_the_very_object_planned_on() {
-        let api = Memo::default();
-        let provenance = json!({labels::FERRY_SOURCE_LOCATION: "shared", labels::FERRY_SOURCE_BUCKET: "bkt",
-            labels::FERRY_SOURCE_PREFIX: "velero", labels::FERRY_BACKUP_NAME: "b", labels::FERRY_BACKUP_UID: "src"});
+    async fn retire_deletes_only_the_very_object_planned_on_and_only_where_the_agent_allows_it() {
+        let api = cluster();
         let mut ferrys = ours("Backup", "gone");
         ferrys["metadata"]["uid"] = json!("u1");
         ferrys["metadata"]["resourceVersion"] = json!("5");
-        ferrys["metadata"]["annotations"] = provenance;
         let mut users = ferrys.clone();
         users["metadata"]["name"] = json!("users");
         users["metadata"]["labels"] = json!({});
         let mut edited = ferrys.clone();
         edited["metadata"]["name"] = json!("edited");
         for object in [&ferrys, &users, &edited] {
-            let name = object["metadata"]["name"].as_str().unwrap();
-            api.objects
-                .lock()
-                .unwrap()
-                .insert(ObjectKey::of_ref(&object_ref("Backup", "velero", name)), object.clone());
+            api.put(object.clone());
         }
         // The coordinator planned "edited" at resourceVersion 4: it changed since.
         let mut planned_edited = edited.clone();
         planned_edited["metadata"]["resourceVersion"] = json!("4");
-        let set = DesiredSet {
-            version: "v1".into(),
-            items: vec![
-                item(DesiredAction::Retire, "Backup", "gone", &[], Some(ferrys)),
-                item(DesiredAction::Retire, "Backup", "users", &[], Some(users)),
-                item(DesiredAction::Retire, "Backup", "edited", &[], Some(planned_edited)),
-                item(DesiredAction::WouldRetire, "Backup", "edited", &[], None),
-            ],
-            ..Default::default()
-        };
+        let set = set_of(vec![
+            item(DesiredAction::Retire, "Backup", "gone", &[], Some(ferrys)),
+            item(DesiredAction::Retire, "Backup", "users", &[], Some(users)),
+            item(DesiredAction::Retire, "Backup", "edited", &[], Some(planned_edited)),
+            item(DesiredAction::WouldRetire, "Backup", "edited", &[], None),
+        ]);
+        // Without --allow-retirement nothing is deleted, whatever the coordinator sends.
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
-        let outcome = |name: &str| {
-            results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).map(|r| (r.outcome, r.message.clone()))
-        };
-        assert_eq!(outcome("gone").unwrap().0, ApplyOutcome::Applied as i32);
-        assert_eq!(outcome("users").unwrap().0, ApplyOutcome::Conflict as i32);
-        assert!(outcome("edited").unwrap().1.contains("resourceVersion"), "{:?}", outcome("edited"));
-        let left: Vec<String> = api.objects.lock().unwrap().keys().map(|k| k.name.clone()).collect();
-        assert!(!left.contains(&"gone".to_string()) && left.len() == 2, "{left:?}");
+        assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Refused as i32), "{results:?}");
+        assert!(outcome_of(&results, "gone").message.contains("--allow-retirement"));
+        assert!(api.stored("Backup", "gone").is_some());
+
+        let allowing = guard().with_policy(Policy { allow_retirement: true, ..Policy::default() });
+        let results = reconcile(&api, &allowing, &set, &mut Memory::default()).await;
+        assert_eq!(outcome_of(&results, "gone").outcome, ApplyOutcome::Applied as i32);
+        assert_eq!(outcome_of(&results, "users").outcome, ApplyOutcome::Conflict as i32);
+        assert!(outcome_of(&results, "edited").message.contains("resourceVersion"), "{results:?}");
+        assert!(api.stored("Backup", "gone").is_none() && api.stored("Backup", "users").is_some());
+        assert!(api.stored("Backup", "edited").is_some());
         assert_eq!(results.len(), 3, "report-mode items are not acted on");
-        assert!(api.events.lock().unwrap().contains(&"FerryRetired gone".to_string()));
+        assert!(api.events().contains(&"FerryRetired gone".to_string()));
     }
 
     #[tokio::test]
     async fn one_pass_creates_the_backup_then_its_pvbs_with_its_uid() {
-        let api = Memo::default();
-        let set = DesiredSet {
-            version: "v1".into(),
-            items: vec![
-                item(
-                    DesiredAction::Wait,
-                    "PodVolumeBackup",
-                    "p1",
-                    &[("Backup", "b")],
-                    Some(ours("PodVolumeBackup", "p1")),
-                ),
-                item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b"))),
-            ],
-            complete: true,
-            more: false,
-            ..Default::default()
-        };
+        let api = cluster();
+        let set = set_of(vec![
+            item(DesiredAction::Wait, "PodVolumeBackup", "p1", &[("Backup", "b")], Some(ours("PodVolumeBackup", "p1"))),
+            item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b"))),
+        ]);
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
         assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
-        let pvb = api.get(&object_ref("PodVolumeBackup", "velero", "p1")).await.unwrap().unwrap();
+        let pvb = api.stored("PodVolumeBackup", "p1").unwrap();
         assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], "uid-b");
         assert_eq!(pvb["metadata"]["labels"][labels::VELERO_BACKUP_UID], "uid-b");
     }
 
     #[tokio::test]
-    async fn missing_prerequisites_hold_and_foreign_objects_conflict() {
-        let api = Memo::default();
-        let foreign = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "team-a"}});
-        api.objects
-            .lock()
-            .unwrap()
-            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "team-a", "n")), foreign.clone());
-        let set = DesiredSet {
-            version: "v1".into(),
-            items: vec![
-                item(
-                    DesiredAction::Wait,
-                    "PodVolumeBackup",
-                    "p1",
-                    &[("Backup", "absent")],
-                    Some(ours("PodVolumeBackup", "p1")),
-                ),
-                item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n"))),
-                item(DesiredAction::Refuse, "Backup", "tampered", &[], None),
-            ],
-            complete: true,
-            more: false,
-            ..Default::default()
-        };
-        let mut memory = Memory::default();
-        let results = reconcile(&api, &guard(), &set, &mut memory).await;
-        let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).map(|r| r.outcome);
-        assert_eq!(outcome("p1"), Some(ApplyOutcome::Held as i32));
-        assert_eq!(outcome("n"), Some(ApplyOutcome::Conflict as i32));
-        assert_eq!(outcome("tampered"), None, "refusals are not applied");
-        let stored = api.get(&object_ref("NonAdminBackup", "team-a", "n")).await.unwrap().unwrap();
-        assert_eq!(stored, foreign, "the foreign object is untouched");
-        // A second pass records no second Event for the same things.
-        reconcile(&api, &guard(), &set, &mut memory).await;
-        let events = api.events.lock().unwrap().clone();
-        assert_eq!(events, ["FerryConflict n", "FerryRefused tampered"], "{events:?}");
+    async fn a_pvb_takes_the_uid_of_the_backup_on_this_cluster_not_the_coordinators() {
+        let api = cluster();
+        api.put(objects::stored(ours("Backup", "b"), "uid-here"));
+        let stale = objects::pvb("p1", "b", "shop", "uid-the-coordinator-saw");
+        let results = reconcile(
+            &api,
+            &guard(),
+            &set_of(vec![item(DesiredAction::Create, "PodVolumeBackup", "p1", &[], Some(stale))]),
+            &mut Memory::default(),
+        )
+        .await;
+        assert_eq!(results[0].outcome, ApplyOutcome::Applied as i32, "{results:?}");
+        let pvb = api.stored("PodVolumeBackup", "p1").unwrap();
+        assert_eq!(pvb["metadata"]["labels"][labels::VELERO_BACKUP_UID], "uid-here");
+        assert_eq!(pvb["metadata"]["ownerReferences"][0]["uid"], "uid-here");
     }
 
     #[tokio::test]
-    async fn our_nabs_are_never_reapplied() {
-        let api = Memo::default();
-        let mut rewritten = ours("NonAdminBackup", "n");
-        rewritten["spec"] = json!({"backupSpec": {"defaulted": true}});
-        api.objects
-            .lock()
-            .unwrap()
-            .insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "team-a", "n")), rewritten.clone());
-        let set = DesiredSet {
-            version: "v1".into(),
-            items: vec![item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n")))],
-            complete: true,
-            more: false,
-            ..Default::default()
-        };
+    async fn missing_prerequisites_hold_and_foreign_objects_conflict() {
+        let api = cluster();
+        api.put(objects::stored(ours("Backup", &tenant()), "uid-t"));
+        let foreign = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "team-a"}});
+        api.put(foreign.clone());
+        let set = set_of(vec![
+            item(
+                DesiredAction::Wait,
+                "PodVolumeBackup",
+                "p1",
+                &[("Backup", "absent")],
+                Some(objects::pvb("p1", "absent", "shop", "")),
+            ),
+            item(DesiredAction::Create, "PodVolumeBackup", "p2", &[], Some(ours("PodVolumeBackup", "p2"))),
+            item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n"))),
+            item(DesiredAction::Refuse, "Backup", "tampered", &[], None),
+        ]);
+        let mut memory = Memory::default();
+        let results = reconcile(&api, &guard(), &set, &mut memory).await;
+        assert_eq!(outcome_of(&results, "p1").outcome, ApplyOutcome::Held as i32);
+        let p2 = outcome_of(&results, "p2");
+        assert_eq!(
+            (p2.outcome, p2.message.as_str()),
+            (ApplyOutcome::Held as i32, "waits for Backup velero/b"),
+            "its own Backup, read by the agent"
+        );
+        assert_eq!(outcome_of(&results, "n").outcome, ApplyOutcome::Conflict as i32);
+        assert!(results.iter().all(|r| r.r#ref.as_ref().unwrap().name != "tampered"), "refusals are not applied");
+        assert_eq!(api.stored("NonAdminBackup", "n").unwrap(), foreign, "the foreign object is untouched");
+        // A second pass records no second Event for the same things.
+        reconcile(&api, &guard(), &set, &mut memory).await;
+        assert_eq!(api.events(), ["FerryConflict n", "FerryRefused tampered"]);
+    }
+
+    #[tokio::test]
+    async fn an_existing_object_of_ferrys_is_never_written_over() {
+        let api = cluster();
+        // NAC rewrote a synced NAB's spec; Velero a Backup's status; another backup's PVB holds a name.
+        let mut rewritten_nab = objects::stored(ours("NonAdminBackup", "n"), "u-n");
+        rewritten_nab["spec"] = json!({"backupSpec": {"defaulted": true}});
+        let mut rewritten_backup = objects::stored(ours("Backup", "b"), "uid-b");
+        rewritten_backup["status"]["phase"] = "PartiallyFailed".into();
+        let other_backups = objects::stored(objects::pvb("p1", "other", "shop", "uid-o"), "u-p");
+        api.put(objects::stored(ours("Backup", &tenant()), "uid-t"));
+        for object in [&rewritten_nab, &rewritten_backup, &other_backups] {
+            api.put(object.clone());
+        }
+        let set = set_of(vec![
+            item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n"))),
+            item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b"))),
+            item(DesiredAction::Create, "PodVolumeBackup", "p1", &[], Some(ours("PodVolumeBackup", "p1"))),
+        ]);
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
-        assert_eq!(results[0].outcome, ApplyOutcome::Applied as i32);
-        assert_eq!(api.get(&object_ref("NonAdminBackup", "team-a", "n")).await.unwrap().unwrap(), rewritten);
+        assert_eq!(outcome_of(&results, "n").outcome, ApplyOutcome::Applied as i32, "{results:?}");
+        assert_eq!(outcome_of(&results, "b").outcome, ApplyOutcome::Applied as i32, "{results:?}");
+        let p1 = outcome_of(&results, "p1");
+        assert_eq!(p1.outcome, ApplyOutcome::Conflict as i32, "{p1:?}");
+        assert!(p1.message.contains("ferry.dev/backup-name"), "{p1:?}");
+        assert_eq!(api.stored("NonAdminBackup", "n").unwrap(), rewritten_nab);
+        assert_eq!(api.stored("Backup", "b").unwrap(), rewritten_backup);
+        assert_eq!(api.stored("PodVolumeBackup", "p1").unwrap(), other_backups, "another backup's PVB stays");
+    }
+
+    #[test]
+    fn provenance_must_be_whole_and_the_same() {
+        let desired = ours("Backup", "b");
+        assert_eq!(other_provenance(&desired, &desired), None);
+        let mut elsewhere = desired.clone();
+        elsewhere["metadata"]["annotations"][labels::FERRY_SOURCE_LOCATION] = "other".into();
+        assert!(other_provenance(&desired, &elsewhere).unwrap().contains("source-location"));
+        let mut empty = desired.clone();
+        empty["metadata"]["annotations"][labels::FERRY_BACKUP_UID] = "".into();
+        assert!(other_provenance(&empty, &empty).is_some(), "empty on both sides is no provenance");
+        let mut root = desired.clone();
+        root["metadata"]["annotations"][labels::FERRY_SOURCE_PREFIX] = "".into();
+        assert_eq!(other_provenance(&root, &root), None, "a location at the bucket's root has an empty prefix");
     }
 
     #[tokio::test]
     async fn what_a_hostile_coordinator_sends_is_refused_per_item_and_never_applied() {
-        let api = Memo::default();
+        let api = cluster();
         let mut unfinished = ours("Backup", "runs-on-b");
         unfinished.as_object_mut().unwrap().remove("status");
         // The body names another object than the item does.
@@ -661,74 +747,96 @@ mod tests {
         in_kube_system["metadata"]["namespace"] = json!("kube-system");
         protected.r#ref = Some(object_ref("NonAdminBackup", "kube-system", "n"));
         protected.raw_json = serde_json::to_vec(&in_kube_system).unwrap().into();
-        let set = DesiredSet {
-            version: "v1".into(),
-            items: vec![
-                item(DesiredAction::Create, "Backup", "runs-on-b", &[], Some(unfinished)),
-                item(DesiredAction::Create, "Backup", "b2", &[], Some(renamed)),
-                protected,
-                item(DesiredAction::Create, "Backup", "good", &[], Some(ours("Backup", "good"))),
-            ],
-            complete: true,
-            more: false,
-            ..Default::default()
-        };
+        let mut read_write = ours("Backup", "on-read-write");
+        read_write["spec"]["storageLocation"] = "default".into();
+        read_write["metadata"]["labels"][labels::VELERO_STORAGE_LOCATION] = "default".into();
+        api.put(objects::bsl("default", None));
+        let set = set_of(vec![
+            item(DesiredAction::Create, "Backup", "runs-on-b", &[], Some(unfinished)),
+            item(DesiredAction::Create, "Backup", "b2", &[], Some(renamed)),
+            protected,
+            item(DesiredAction::Create, "Backup", "on-read-write", &[], Some(read_write)),
+            item(DesiredAction::Create, "Backup", "good", &[], Some(ours("Backup", "good"))),
+        ]);
         let mut memory = Memory::default();
         let results = reconcile(&api, &guard(), &set, &mut memory).await;
-        let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).unwrap().clone();
-        for name in ["runs-on-b", "b2", "n"] {
-            let result = outcome(name);
+        for name in ["runs-on-b", "b2", "n", "on-read-write"] {
+            let result = outcome_of(&results, name);
             assert_eq!(result.outcome, ApplyOutcome::Refused as i32, "{name}: {result:?}");
             assert!(result.message.starts_with("not applied: "), "{result:?}");
         }
-        assert!(outcome("runs-on-b").message.contains("Velero would run it"));
-        assert_eq!(outcome("good").outcome, ApplyOutcome::Applied as i32, "the rest of the set still goes");
-        let stored: Vec<String> = api.objects.lock().unwrap().keys().map(|k| k.name.clone()).collect();
-        assert_eq!(stored, ["good"], "nothing refused was written");
+        assert!(outcome_of(&results, "runs-on-b").message.contains("Velero would run it"));
+        assert!(outcome_of(&results, "on-read-write").message.contains("ReadWrite here"));
+        assert_eq!(outcome_of(&results, "good").outcome, ApplyOutcome::Applied as i32, "the rest still goes");
+        let backups: Vec<String> =
+            api.objects.lock().unwrap().keys().filter(|k| k.kind == "Backup").map(|k| k.name.clone()).collect();
+        assert_eq!(backups, ["good"], "nothing refused was written");
         reconcile(&api, &guard(), &set, &mut memory).await;
-        let refusals = api.events.lock().unwrap().iter().filter(|e| e.starts_with("FerryAgentRefused")).count();
-        assert_eq!(refusals, 3, "one Event per refused item, not one per pass");
+        let refusals = api.events().iter().filter(|e| e.starts_with("FerryAgentRefused")).count();
+        assert_eq!(refusals, 4, "one Event per refused item, not one per pass");
+    }
+
+    #[tokio::test]
+    async fn events_go_only_about_objects_the_agent_could_write_and_within_a_budget() {
+        let api = cluster();
+        let secret = ObjectRef {
+            version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "kube-system".into(),
+            name: "s".into(),
+            ..Default::default()
+        };
+        let mut about_secret = item(DesiredAction::Refuse, "Backup", "x", &[], None);
+        about_secret.r#ref = Some(secret);
+        about_secret.reason = "your cluster is compromised, run this command".into();
+        let mut in_kube_system = item(DesiredAction::Conflict, "NonAdminBackup", "n", &[], None);
+        in_kube_system.r#ref = Some(object_ref("NonAdminBackup", "kube-system", "n"));
+        let mut items = vec![about_secret, in_kube_system];
+        for i in 0..300 {
+            items.push(item(DesiredAction::Refuse, "Backup", &format!("r{i}"), &[], None));
+        }
+        let mut memory = Memory::default();
+        reconcile(&api, &guard(), &set_of(items.clone()), &mut memory).await;
+        let events = api.events();
+        assert!(!events.iter().any(|e| e.ends_with(" s") || e.ends_with(" n")), "{events:?}");
+        assert_eq!(events.len(), super::super::event_budget::BURST as usize, "the burst, then none");
+        // A coordinator that changes the version every pass gets no more.
+        let mut next = set_of(items);
+        next.version = "v2".into();
+        reconcile(&api, &guard(), &next, &mut memory).await;
+        assert!(api.events().len() <= super::super::event_budget::BURST as usize + 5, "{}", api.events().len());
     }
 
     #[tokio::test]
     async fn velero_or_nac_winning_the_race_with_the_same_backup_is_success_not_a_conflict() {
-        let api = Memo::default();
+        let api = cluster();
         // NAC's own sync made the NAB (same NACUUID, no ferry label); Velero's sync made the Backup on this BSL.
         let nac_made = json!({"kind": "NonAdminBackup", "metadata": {"name": "n", "namespace": "team-a",
-            "labels": {labels::NAB_SYNCED_FROM_NACUUID: "team-a-n-uuid"}}});
-        let velero_made = json!({"kind": "Backup", "metadata": {"name": "b", "namespace": "velero"},
-            "spec": {"storageLocation": "dr-bsl"}, "status": {"phase": "Completed"}});
+            "labels": {labels::NAB_SYNCED_FROM_NACUUID: tenant()}}});
+        let mut velero_made = objects::stored(ours("Backup", &tenant()), "uid-t");
+        velero_made["metadata"]["labels"].as_object_mut().unwrap().remove(labels::FERRY_MANAGED_BY);
         let someone_elses = json!({"kind": "Backup", "metadata": {"name": "other", "namespace": "velero"},
             "spec": {"storageLocation": "their-bsl"}});
-        {
-            let mut objects = api.objects.lock().unwrap();
-            objects.insert(ObjectKey::of_ref(&object_ref("NonAdminBackup", "team-a", "n")), nac_made);
-            objects.insert(ObjectKey::of_ref(&object_ref("Backup", "velero", "b")), velero_made);
-            objects.insert(ObjectKey::of_ref(&object_ref("Backup", "velero", "other")), someone_elses);
+        for object in [nac_made, velero_made, someone_elses] {
+            api.put(object);
         }
-        let mut nab = ours("NonAdminBackup", "n");
-        nab["metadata"]["labels"][labels::NAB_SYNCED_FROM_NACUUID] = json!("team-a-n-uuid");
-        let mut backup = ours("Backup", "b");
-        backup["spec"] = json!({"storageLocation": "dr-bsl"});
-        let mut other = ours("Backup", "other");
-        other["spec"] = json!({"storageLocation": "dr-bsl"});
-        let set = DesiredSet {
-            version: "v1".into(),
-            items: vec![
-                item(DesiredAction::Create, "Backup", "b", &[], Some(backup)),
-                item(DesiredAction::Create, "Backup", "other", &[], Some(other)),
-                item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(nab)),
-            ],
-            complete: true,
-            more: false,
-            ..Default::default()
-        };
+        let set = set_of(vec![
+            item(DesiredAction::Create, "Backup", &tenant(), &[], Some(ours("Backup", &tenant()))),
+            item(DesiredAction::Create, "Backup", "other", &[], Some(ours("Backup", "other"))),
+            item(DesiredAction::Create, "NonAdminBackup", "n", &[], Some(ours("NonAdminBackup", "n"))),
+        ]);
         let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
-        let outcome = |name: &str| results.iter().find(|r| r.r#ref.as_ref().unwrap().name == name).unwrap().outcome;
-        assert_eq!(outcome("b"), ApplyOutcome::Applied as i32, "Velero's own sync of the same backup");
-        assert_eq!(outcome("n"), ApplyOutcome::Applied as i32, "NAC's own sync of the same NAB");
-        assert_eq!(outcome("other"), ApplyOutcome::Conflict as i32, "a Backup on another BSL is someone else's");
-        let events = api.events.lock().unwrap().clone();
-        assert_eq!(events, ["FerryConflict other"], "no Warning Event for a sync that won the race");
+        assert_eq!(
+            outcome_of(&results, &tenant()).outcome,
+            ApplyOutcome::Applied as i32,
+            "Velero's own sync of the same backup"
+        );
+        assert_eq!(outcome_of(&results, "n").outcome, ApplyOutcome::Applied as i32, "NAC's own sync of the same NAB");
+        assert_eq!(
+            outcome_of(&results, "other").outcome,
+            ApplyOutcome::Conflict as i32,
+            "a Backup on another BSL is someone else's"
+        );
+        assert_eq!(api.events(), ["FerryConflict other"], "no Warning Event for a sync that won the race");
     }
 }

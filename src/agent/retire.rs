@@ -13,13 +13,7 @@ use crate::model::labels;
 use crate::model::ownership::is_ferry_managed_json;
 
 /// The provenance annotations that must match exactly (`model::Provenance`).
-const PROVENANCE_KEYS: [&str; 5] = [
-    labels::FERRY_SOURCE_LOCATION,
-    labels::FERRY_SOURCE_BUCKET,
-    labels::FERRY_SOURCE_PREFIX,
-    labels::FERRY_BACKUP_NAME,
-    labels::FERRY_BACKUP_UID,
-];
+use crate::model::provenance::ANNOTATION_KEYS as PROVENANCE_KEYS;
 
 fn text<'v>(object: &'v Value, pointer: &str) -> Option<&'v str> {
     object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
@@ -52,6 +46,10 @@ pub fn why_not(planned: &Value, live: &Value) -> Option<String> {
 /// Deletes the object of a RETIRE item if every check passes; the outcome and a message for the coordinator.
 pub async fn retire(api: &dyn ClusterApi, guard: &Guard, item: &DesiredItem, r: &ObjectRef) -> (ApplyOutcome, String) {
     if let Some(why) = guard.kind_refusal(r) {
+        return (ApplyOutcome::Refused, format!("not retired: {why}"));
+    }
+    if !guard.policy().allow_retirement {
+        let why = "this agent does not retire objects (it runs without --allow-retirement)";
         return (ApplyOutcome::Refused, format!("not retired: {why}"));
     }
     let planned: Value = match serde_json::from_slice(&item.raw_json) {

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 
 use ferry::agent::client::AgentConfig;
+use ferry::agent::guard::{AllowedMapping, MappingAllowlist, Policy};
 use ferry::agent::{self, AgentOptions};
 
 use super::tls_args::ClientTlsArgs;
@@ -51,6 +52,19 @@ pub struct AgentArgs {
     /// (API Priority and Fairness) are retried with backoff.
     #[arg(long, env = "FERRY_APPLY_CONCURRENCY", default_value_t = ferry::agent::reconcile::DEFAULT_APPLY_CONCURRENCY)]
     pub apply_concurrency: usize,
+    /// Accept Backups and PodVolumeBackups bound to a ReadWrite BSL of this cluster (by default only ReadOnly ones:
+    /// a ReadWrite BSL's Velero deletes backup data from the bucket when a backup expires or is deleted).
+    #[arg(long, env = "FERRY_ALLOW_READ_WRITE_LOCATIONS")]
+    pub allow_read_write_locations: bool,
+    /// A namespace mapping this cluster allows for tenant backups: FROM=TO, or FROM-PREFIX*=TO-PREFIX*
+    /// (repeatable, or comma-separated). The identity is always allowed; any other mapping the coordinator
+    /// sends is refused.
+    #[arg(long, env = "FERRY_ALLOW_NAMESPACE_MAPPING", value_delimiter = ',')]
+    pub allow_namespace_mapping: Vec<AllowedMapping>,
+    /// Carry out the coordinator's RETIRE items (its retirement.mode: delete): delete ferry's own objects whose
+    /// backup is gone. Without it none is deleted, whatever the coordinator sends; the RBAC needs `delete` too.
+    #[arg(long, env = "FERRY_ALLOW_RETIREMENT")]
+    pub allow_retirement: bool,
     /// /healthz, /readyz and /metrics address (plain HTTP); "" disables it.
     #[arg(long, env = "FERRY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     pub metrics_listen: String,
@@ -92,6 +106,11 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         retry_interval: args.retry_interval,
         discovery_interval: args.discovery_interval,
         protected_namespaces: args.protected_namespaces.clone(),
+        policy: Policy {
+            allow_read_write_locations: args.allow_read_write_locations,
+            mappings: MappingAllowlist(args.allow_namespace_mapping.clone()),
+            allow_retirement: args.allow_retirement,
+        },
         apply_concurrency: args.apply_concurrency,
         http_listener,
     };

@@ -7,6 +7,15 @@ use serde::Serialize;
 use super::labels;
 use super::meta::ObjectMeta;
 
+/// The annotations that record a provenance, in [`Provenance::annotations`]' order.
+pub const ANNOTATION_KEYS: [&str; 5] = [
+    labels::FERRY_SOURCE_LOCATION,
+    labels::FERRY_SOURCE_BUCKET,
+    labels::FERRY_SOURCE_PREFIX,
+    labels::FERRY_BACKUP_NAME,
+    labels::FERRY_BACKUP_UID,
+];
+
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Provenance {

@@ -120,7 +120,7 @@ const TERMINAL_PHASES: [&str; 2] = ["Completed", "Failed"];
 
 /// Whether Velero's namespace filter (`includedNamespaces`, empty or `*` for all, with `*`/`?` wildcards; then
 /// `excludedNamespaces`) takes `namespace`.
-fn namespace_in_backup(namespace: &str, included: &[String], excluded: &[String]) -> bool {
+pub fn namespace_in_backup(namespace: &str, included: &[String], excluded: &[String]) -> bool {
     if namespace.is_empty() {
         return false;
     }

@@ -222,6 +222,9 @@ pub struct Ferry {
     pub status_page: Option<String>,
     /// `--status-page-listen` for the coordinator; none: no status page.
     pub status_page_listen: Option<String>,
+    /// Added to every `ferry agent` started after it is set: what the member clusters allow (docs/security.md:
+    /// `--allow-namespace-mapping` for the config's mappings, `--allow-retirement` for `retirement.mode: delete`).
+    pub agent_args: Vec<String>,
 }
 
 impl Ferry {
@@ -301,6 +304,7 @@ coordinator:
             agent_metrics: HashMap::new(),
             status_page: None,
             status_page_listen: None,
+            agent_args: Vec::new(),
         }
     }
 
@@ -389,6 +393,7 @@ coordinator:
             .arg("--kubeconfig")
             .arg(bed.agent_kubeconfig(cluster))
             .args(["--velero-namespace", VELERO_NS, "--heartbeat-interval", "1s", "--retry-interval", "500ms"])
+            .args(&self.agent_args)
             .args(["--discovery-interval", "1s", "--metrics-listen", "127.0.0.1:0"])
             .env("FERRY_LOG", "info,ferry=debug")
             .stdout(Stdio::piped())
@@ -493,6 +498,23 @@ pub fn nabs(client: &kube::Client, namespace: Option<&str>) -> Api<DynamicObject
 pub async fn create(api: &Api<DynamicObject>, object: Value) -> DynamicObject {
     let object: DynamicObject = serde_json::from_value(object).expect("object");
     api.create(&PostParams::default(), &object).await.expect("create")
+}
+
+/// Creates every object of the YAML files in `dir` (one object each; RBAC kinds), as the operator would.
+pub async fn create_rbac_files(client: &kube::Client, dir: &std::path::Path) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("rbac dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml") && !p.ends_with("kustomization.yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("rbac file");
+        let object: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let kind = object["kind"].as_str().expect("kind").to_string();
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+        create(&api(client, "rbac.authorization.k8s.io", "v1", &kind, namespace.as_deref()), object).await;
+    }
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) {

@@ -1,0 +1,156 @@
+//! The guard's rules for a NonAdminBackup (docs/security.md). A NAB without OADP's sync label makes NAC *run* a
+//! new Velero backup of whatever its `backupSpec` names, into the default BSL, which the coordinator reads: so
+//! the label is required, and must name the Backup the NAB waits for — which must exist on this cluster with
+//! NAC's marks for exactly this NAB's name and namespace, its source namespace mapped here only as this cluster
+//! allows. `spec.deleteBackup` (which deletes the backup's data) is refused; `backupSpec` must be that
+//! Backup's spec.
+
+use serde_json::{Map, Value};
+
+use super::{Guard, Related, annotation, label, text};
+use crate::grpc::proto::{DesiredItem, ObjectRef};
+use crate::model::{Backup, BackupStorageLocation, Kind, Object, labels};
+use crate::resolve::nac_uuid;
+
+/// The fields of Velero v1.18's BackupSpec. A field of a NAB's `backupSpec` that its Backup lacks is allowed only
+/// when it is none of these (a newer Velero's field, pruned from the Backup by this cluster's older CRD).
+const KNOWN_BACKUP_SPEC_FIELDS: [&str; 30] = [
+    "metadata",
+    "includedNamespaces",
+    "excludedNamespaces",
+    "includedResources",
+    "excludedResources",
+    "includedClusterScopedResources",
+    "excludedClusterScopedResources",
+    "includedNamespaceScopedResources",
+    "excludedNamespaceScopedResources",
+    "labelSelector",
+    "orLabelSelectors",
+    "snapshotVolumes",
+    "ttl",
+    "includeClusterResources",
+    "hooks",
+    "storageLocation",
+    "volumeSnapshotLocations",
+    "defaultVolumesToRestic",
+    "defaultVolumesToFsBackup",
+    "orderedResources",
+    "csiSnapshotTimeout",
+    "itemOperationTimeout",
+    "resourcePolicy",
+    "snapshotMoveData",
+    "datamover",
+    "uploaderConfig",
+    "volumeGroupSnapshotLabelKey",
+    "parallelFilesUpload",
+    "excludedVolumes",
+    "includedVolumes",
+];
+
+/// Why `body` (a NAB whose shape passed) is not one ferry would plan, or `None`.
+pub fn body_refusal(guard: &Guard, item: &DesiredItem, r: &ObjectRef, body: &Value) -> Option<String> {
+    let nacuuid = label(body, labels::NAB_SYNCED_FROM_NACUUID);
+    if nacuuid.is_empty() {
+        return Some(format!(
+            "it lacks OADP's sync label {}: NAC would run a new backup of its backupSpec",
+            labels::NAB_SYNCED_FROM_NACUUID
+        ));
+    }
+    if annotation(body, labels::FERRY_BACKUP_NAME) != nacuuid {
+        return Some(format!(
+            "its sync label {nacuuid:?} is not its backup {:?} ({})",
+            annotation(body, labels::FERRY_BACKUP_NAME),
+            labels::FERRY_BACKUP_NAME
+        ));
+    }
+    let spec = body.get("spec").and_then(Value::as_object).cloned().unwrap_or_default();
+    if spec.get("deleteBackup").is_some_and(|d| d != &Value::Bool(false) && !d.is_null()) {
+        return Some("it sets spec.deleteBackup, which deletes the backup and its data".into());
+    }
+    if let Some(other) = spec.keys().find(|k| *k != "backupSpec" && *k != "deleteBackup") {
+        return Some(format!("its spec.{other} is not a field ferry plans (only spec.backupSpec)"));
+    }
+    if body.get("status").is_some_and(|s| !s.is_null()) {
+        return Some("it carries a status, which only NAC writes".into());
+    }
+    let waits_elsewhere = item.waits_for.iter().find(|w| w.kind == Backup::KIND && w.name != nacuuid);
+    if let Some(w) = waits_elsewhere {
+        return Some(format!("it waits for Backup {:?}, not the Backup its sync label names ({nacuuid:?})", w.name));
+    }
+    let source = source_namespace(body, &r.namespace);
+    guard.mapping_refusal(source, &r.namespace).map(|why| format!("tenant backup of {source:?}: {why}"))
+}
+
+/// Why `body` does not belong to the Backup read from this cluster, or `None`.
+pub fn related_refusal(r: &ObjectRef, body: &Value, related: Related<'_>) -> Option<String> {
+    let nacuuid = label(body, labels::NAB_SYNCED_FROM_NACUUID);
+    let Some(backup) = related.backup else {
+        return Some(format!("the Backup its sync label names ({nacuuid:?}) does not exist on this cluster"));
+    };
+    let marks = [
+        ("label", labels::NAB_ORIGIN_NACUUID, label(backup, labels::NAB_ORIGIN_NACUUID), nacuuid),
+        ("annotation", labels::NAB_ORIGIN_NAMESPACE, annotation(backup, labels::NAB_ORIGIN_NAMESPACE), &r.namespace),
+        ("annotation", labels::NAB_ORIGIN_NAME, annotation(backup, labels::NAB_ORIGIN_NAME), &r.name),
+    ];
+    if let Some((what, key, found, want)) = marks.iter().find(|(_, _, found, want)| found != want) {
+        return Some(format!("Backup {nacuuid:?} here has {what} {key}={found:?}, not this NonAdminBackup's {want:?}"));
+    }
+    // The NACUUID must be what NAC generated for the backup's source namespace and this name: otherwise another
+    // tenant's backup was relabelled to land here.
+    let source = source_namespace(backup, &r.namespace);
+    if !nac_uuid::matches(nacuuid, source, &r.name) {
+        return Some(format!("NACUUID {nacuuid:?} was not generated by NAC for {source}/{}", r.name));
+    }
+    // The body's source namespace passed the mapping check of the first step; the Backup's must be the same.
+    if source != source_namespace(body, &r.namespace) {
+        return Some(format!(
+            "it says its source namespace is {:?}, its Backup says {source:?}",
+            source_namespace(body, &r.namespace)
+        ));
+    }
+    spec_refusal(r, body, backup, related.location)
+}
+
+/// The namespace a tenant backup was taken in: ferry's source-namespace mark when it was mapped, else `placed_in`.
+fn source_namespace<'v>(object: &'v Value, placed_in: &'v str) -> &'v str {
+    match annotation(object, labels::FERRY_SOURCE_NAMESPACE) {
+        "" => placed_in,
+        source => source,
+    }
+}
+
+/// `backupSpec` must be the Backup's spec, but for `storageLocation`: empty (the default BSL) or the
+/// NonAdminBackupStorageLocation of this namespace that the Backup's BSL belongs to.
+fn spec_refusal(r: &ObjectRef, body: &Value, backup: &Value, location: Option<&Value>) -> Option<String> {
+    let empty = Map::new();
+    let wanted = body.pointer("/spec/backupSpec").and_then(Value::as_object).unwrap_or(&empty);
+    let actual = backup.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    for (key, value) in wanted.iter().filter(|(k, _)| *k != "storageLocation") {
+        let differs = match actual.get(key) {
+            Some(found) => found != value,
+            None => KNOWN_BACKUP_SPEC_FIELDS.contains(&key.as_str()) && !value.is_null(),
+        };
+        if differs {
+            return Some(format!("its spec.backupSpec.{key} differs from its Backup's spec.{key}"));
+        }
+    }
+    if let Some((key, _)) =
+        actual.iter().find(|(k, v)| *k != "storageLocation" && !wanted.contains_key(*k) && !v.is_null())
+    {
+        return Some(format!("its spec.backupSpec lacks its Backup's spec.{key}"));
+    }
+    let nabsl = wanted.get("storageLocation").and_then(Value::as_str).unwrap_or_default();
+    if nabsl.is_empty() {
+        return None;
+    }
+    let bsl = text(backup, "/spec/storageLocation");
+    let origin = location.and_then(|l| Object::<BackupStorageLocation>::from_value(l.clone()).ok());
+    let owner = origin.as_ref().and_then(|o| o.view.non_admin_origin());
+    (owner != Some((r.namespace.as_str(), nabsl))).then(|| {
+        format!(
+            "its spec.backupSpec.storageLocation {nabsl:?} is not the NonAdminBackupStorageLocation of {:?} that its \
+             Backup's BSL {bsl:?} belongs to",
+            r.namespace
+        )
+    })
+}
