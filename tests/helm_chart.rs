@@ -257,6 +257,59 @@ fn defaults_are_ha_with_a_lease_role_and_no_optional_kinds() {
     }
 }
 
+/// The agent's verbs on `resource`, from every rule of `role` that names it.
+fn verbs_on<'a>(role: &'a Value, resource: &str) -> Vec<&'a str> {
+    let rules = role["rules"].as_array().expect("rules");
+    let naming = rules.iter().filter(|r| r["resources"].as_array().is_some_and(|l| l.iter().any(|x| x == resource)));
+    naming.flat_map(|r| r["verbs"].as_array().expect("verbs").iter().filter_map(Value::as_str)).collect()
+}
+
+#[test]
+fn the_agent_is_create_only_and_deletes_only_where_retirement_is_allowed() {
+    let Some(helm) = Helm::find() else { return };
+    let defaults = helm.template(None, &[]).expect("defaults render");
+    let role = get(&defaults, "Role", "ferry-agent");
+    let cluster_role = get(&defaults, "ClusterRole", "ferry-agent");
+    for resource in ["backups", "podvolumebackups"] {
+        assert_eq!(verbs_on(role, resource), ["get", "list", "watch", "create"], "{resource}: no patch, no delete");
+    }
+    assert_eq!(verbs_on(cluster_role, "nonadminbackups"), ["get", "list", "watch", "create"]);
+    let agent_args = args(get(&defaults, "Deployment", "ferry-agent")).join(" ");
+    assert!(!agent_args.contains("--allow-"), "{agent_args}");
+
+    let allowing = helm
+        .template(
+            None,
+            &[
+                "agent.allowRetirement=true",
+                "agent.allowReadWriteLocations=true",
+                "agent.allowNamespaceMappings={team-a=team-a-dr,shop-*=dr-shop-*}",
+            ],
+        )
+        .expect("render");
+    let role = get(&allowing, "Role", "ferry-agent");
+    assert_eq!(verbs_on(role, "backups"), ["get", "list", "watch", "create", "delete"]);
+    assert_eq!(verbs_on(get(&allowing, "ClusterRole", "ferry-agent"), "nonadminbackups").last(), Some(&"delete"));
+    let agent_args = args(get(&allowing, "Deployment", "ferry-agent"));
+    for arg in [
+        "--allow-retirement",
+        "--allow-read-write-locations",
+        "--allow-namespace-mapping=team-a=team-a-dr",
+        "--allow-namespace-mapping=shop-*=dr-shop-*",
+    ] {
+        assert!(agent_args.contains(&arg), "{arg}: {agent_args:?}");
+    }
+    // deploy/rbac/ (kustomize, the test bed) is the same: no delete unless retirement/ is added.
+    for file in ["agent-role.yaml", "agent-clusterrole.yaml"] {
+        let text = std::fs::read_to_string(root().join("deploy/rbac").join(file)).expect("rbac file");
+        let role: Value = serde_saphyr::from_str(&text).expect("yaml");
+        for resource in ["backups", "podvolumebackups", "nonadminbackups"] {
+            let verbs = verbs_on(&role, resource);
+            assert!(!verbs.contains(&"delete") && !verbs.contains(&"patch"), "{file} {resource}: {verbs:?}");
+        }
+    }
+}
+
 #[test]
 fn examples_render_what_their_values_ask_for() {
     let Some(helm) = Helm::find() else { return };

@@ -170,7 +170,7 @@ async fn one_item(api: &dyn ClusterApi, guard: &Guard, pass: &Pass<'_>, index: u
             let reason = if action == DesiredAction::Refuse { "FerryRefused" } else { "FerryConflict" };
             // The coordinator's words, recorded only about an object the agent could create itself: never an Event
             // with chosen text in kube-system or about a kind ferry does not make.
-            if let Some(why) = guard.kind_refusal(&r) {
+            if let Some(why) = guard.event_refusal(&r) {
                 if pass.first_time(&r, "FerryEventRefused") {
                     tracing::warn!(object = %describe(&r), reason = %why, "no Event for the coordinator's {reason} item");
                 }
@@ -791,14 +791,23 @@ mod tests {
         about_secret.reason = "your cluster is compromised, run this command".into();
         let mut in_kube_system = item(DesiredAction::Conflict, "NonAdminBackup", "n", &[], None);
         in_kube_system.r#ref = Some(object_ref("NonAdminBackup", "kube-system", "n"));
-        let mut items = vec![about_secret, in_kube_system];
+        // A refused location is this cluster's BSL: an Event about it is the coordinator's to ask for.
+        let mut about_bsl = item(DesiredAction::Refuse, "Backup", "dr", &[], None);
+        about_bsl.r#ref = Some(object_ref("BackupStorageLocation", "velero", "dr"));
+        let mut foreign_bsl = item(DesiredAction::Refuse, "Backup", "kube-bsl", &[], None);
+        foreign_bsl.r#ref = Some(object_ref("BackupStorageLocation", "kube-system", "kube-bsl"));
+        let mut items = vec![about_secret, in_kube_system, about_bsl, foreign_bsl];
         for i in 0..300 {
             items.push(item(DesiredAction::Refuse, "Backup", &format!("r{i}"), &[], None));
         }
         let mut memory = Memory::default();
         reconcile(&api, &guard(), &set_of(items.clone()), &mut memory).await;
         let events = api.events();
-        assert!(!events.iter().any(|e| e.ends_with(" s") || e.ends_with(" n")), "{events:?}");
+        assert!(
+            !events.iter().any(|e| e.ends_with(" s") || e.ends_with(" n") || e.ends_with("kube-bsl")),
+            "{events:?}"
+        );
+        assert!(events.contains(&"FerryRefused dr".to_string()), "{events:?}");
         assert_eq!(events.len(), super::super::event_budget::BURST as usize, "the burst, then none");
         // A coordinator that changes the version every pass gets no more.
         let mut next = set_of(items);

@@ -101,10 +101,27 @@ impl Guard {
             .or_else(|| body.and_then(|b| self.check_kind(item, r, b)))
     }
 
-    /// Why the agent refuses to touch `r` at all (kind, name, namespace), or `None`: what a RETIRE item, and the
-    /// object of a REFUSE or CONFLICT item's Event, is checked against before anything is read or written.
+    /// Why the agent refuses to touch `r` at all (kind, name, namespace), or `None`: what a RETIRE item is checked
+    /// against before anything is read.
     pub fn kind_refusal(&self, r: &ObjectRef) -> Option<String> {
         self.check_ref(r)
+    }
+
+    /// Why the agent records no Event about `r` for its coordinator (a REFUSE or CONFLICT item), or `None`: only
+    /// about an object it could create, or one of this cluster's BSLs (a refused location) — never about a
+    /// Secret, never in `kube-system`, never with a name that is a path.
+    pub fn event_refusal(&self, r: &ObjectRef) -> Option<String> {
+        let is_bsl = r.kind == BackupStorageLocation::KIND
+            && api_of(&r.kind).is_some_and(|(group, version)| group == r.group && version == r.version);
+        if !is_bsl {
+            return self.check_ref(r);
+        }
+        if let Some(reason) = invalid_object_name(&r.name) {
+            return Some(format!("BackupStorageLocation {:?} is not a valid object name: {reason}", r.name));
+        }
+        (r.namespace != self.velero_namespace).then(|| {
+            format!("BackupStorageLocation {}/{} is outside this cluster's Velero namespace", r.namespace, r.name)
+        })
     }
 
     /// What must be read from this cluster to judge `body` (which passed [`Guard::refusal`]).
