@@ -9,7 +9,7 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use http_support::{http_get, http_response};
+use http_support::{http_get, http_response, http_response_as};
 use serde_json::Value;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -363,6 +363,22 @@ async fn status_page_is_loopback_only_and_apart_from_metrics() {
         json["clusters"].as_array().expect("clusters").iter().filter_map(|c| c["name"].as_str()).collect();
     assert!(clusters.contains(&"cluster-b"), "{json}");
     assert_eq!(json["locations"][0]["name"], "shared", "{json}");
+    // DNS rebinding through a port-forward: a page of evil.example (resolving to 127.0.0.1) sends its own name.
+    let port = page.rsplit_once(':').map(|(_, p)| p).expect("a port");
+    for path in ["/", "/api/status"] {
+        for host in ["evil.example".to_string(), format!("evil.example:{port}")] {
+            let (code, _, body) = http_response_as(&page, path, &host);
+            assert_eq!(code, 421, "{path} with Host {host}: {body}");
+            assert!(!body.contains("cluster-b"), "{body}");
+        }
+        let (code, head, body) = http_response_as(&page, path, &format!("localhost:{port}"));
+        assert_eq!(code, 200, "{path} as localhost: {body}");
+        let csp = head.lines().find(|l| l.to_ascii_lowercase().starts_with("content-security-policy:"));
+        let csp = csp.unwrap_or_else(|| panic!("no CSP: {head}"));
+        assert!(csp.contains("'sha256-") && !csp.contains("unsafe-inline"), "{csp}");
+    }
+    // The side port of probes and Prometheus answers any Host: they come by pod IP, and it serves no page.
+    assert_eq!(http_response_as(&metrics, "/healthz", "10.1.2.3:9090").0, 200);
     assert_eq!(http_get(&metrics, "/").0, 404, "the metrics port has no status page");
     assert_eq!(http_get(&page, "/metrics").0, 404, "the status page port has no metrics");
     let _ = child.kill().await;
