@@ -9,7 +9,7 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use http_support::{http_get, http_response};
+use http_support::{http_get, http_response, http_response_as};
 use serde_json::Value;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -310,6 +310,60 @@ async fn one_bucket_down_does_not_make_the_coordinator_unready() {
     child.kill().await.expect("kill");
 }
 
+/// insecureSkipTLSVerify is never applied silently: the coordinator warns at start naming the location, and
+/// says so in `ferry status` (JSON and table) and in `ferry_location_insecure_tls` for as long as it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_without_certificate_checks_is_warned_shown_and_counted() {
+    let bed = Bed::new();
+    let config = std::fs::read_to_string(bed.path().join("ferry.yaml")).expect("config");
+    let bed_tls = "  - {name: bed-tls, url: s3://nothing, sourceCluster: cluster-a, endpoint: 'https://127.0.0.1:9', region: us-east-1, insecureSkipTLSVerify: true}\n";
+    let config = config.replacen("clusters:\n", &format!("{bed_tls}clusters:\n"), 1);
+    let path = bed.path().join("insecure-tls.yaml");
+    std::fs::write(&path, config).expect("write config");
+    let (mut child, addr, metrics) = start_coordinator_with(&path, &["--insecure-dev"]).await;
+
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let warning = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if line.contains("insecureSkipTLSVerify") {
+                return line;
+            }
+        }
+        panic!("the coordinator ended without the warning");
+    })
+    .await
+    .expect("the warning in time");
+    assert!(warning.contains("WARN") && warning.contains("bed-tls"), "{warning}");
+    // The rest of the log is not read: drained, so the coordinator never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let (_, page) = http_get(&metrics, "/metrics");
+    assert_eq!(sample(&page, "ferry_location_insecure_tls{location=\"bed-tls\"}"), Some(1.0), "{page}");
+    assert_eq!(sample(&page, "ferry_location_insecure_tls{location=\"shared\"}"), Some(0.0), "{page}");
+
+    let status = |format: &[&str]| {
+        let out = std::process::Command::new(FERRY)
+            .args(["status", "--coordinator", &format!("http://{addr}"), "--insecure-dev"])
+            .args(format)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("UTF-8")
+    };
+    let json: Value = serde_json::from_str(&status(&["-o", "json"])).expect("json");
+    let flag = |name: &str| {
+        let locations = json["locations"].as_array().expect("locations");
+        locations.iter().find(|l| l["name"] == name).map(|l| l["insecureSkipTLSVerify"].clone())
+    };
+    assert_eq!((flag("bed-tls"), flag("shared")), (Some(Value::Bool(true)), Some(Value::Bool(false))), "{json}");
+    let table = status(&[]);
+    let row = |name: &str| table.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{table}")).to_string();
+    assert!(row("bed-tls").contains("TLS CERTIFICATE NOT VERIFIED (insecureSkipTLSVerify)"), "{table}");
+    assert!(!row("shared").contains("insecureSkipTLSVerify"), "{table}");
+    child.kill().await.expect("kill");
+}
+
 /// The status page is off unless asked for, refuses any non-loopback address before the coordinator starts,
 /// and on loopback serves the page and its JSON, apart from the metrics port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,6 +417,22 @@ async fn status_page_is_loopback_only_and_apart_from_metrics() {
         json["clusters"].as_array().expect("clusters").iter().filter_map(|c| c["name"].as_str()).collect();
     assert!(clusters.contains(&"cluster-b"), "{json}");
     assert_eq!(json["locations"][0]["name"], "shared", "{json}");
+    // DNS rebinding through a port-forward: a page of evil.example (resolving to 127.0.0.1) sends its own name.
+    let port = page.rsplit_once(':').map(|(_, p)| p).expect("a port");
+    for path in ["/", "/api/status"] {
+        for host in ["evil.example".to_string(), format!("evil.example:{port}")] {
+            let (code, _, body) = http_response_as(&page, path, &host);
+            assert_eq!(code, 421, "{path} with Host {host}: {body}");
+            assert!(!body.contains("cluster-b"), "{body}");
+        }
+        let (code, head, body) = http_response_as(&page, path, &format!("localhost:{port}"));
+        assert_eq!(code, 200, "{path} as localhost: {body}");
+        let csp = head.lines().find(|l| l.to_ascii_lowercase().starts_with("content-security-policy:"));
+        let csp = csp.unwrap_or_else(|| panic!("no CSP: {head}"));
+        assert!(csp.contains("'sha256-") && !csp.contains("unsafe-inline"), "{csp}");
+    }
+    // The side port of probes and Prometheus answers any Host: they come by pod IP, and it serves no page.
+    assert_eq!(http_response_as(&metrics, "/healthz", "10.1.2.3:9090").0, 200);
     assert_eq!(http_get(&metrics, "/").0, 404, "the metrics port has no status page");
     assert_eq!(http_get(&page, "/metrics").0, 404, "the status page port has no metrics");
     let _ = child.kill().await;

@@ -3,7 +3,9 @@
 //! claim team-a while it holds team-b (refused: tampered ownership); `ferry coordinator` with
 //! `--status-page-listen 127.0.0.1:0` and both agents run over mTLS. Chromium loads the page, lets its script
 //! poll `/api/status` and redraw, and the DOM it dumps must name both clusters as connected, the materialized
-//! backup, and the refused one with the refusal's reason. A screenshot is saved under the target directory.
+//! backup, and the refused one with the refusal's reason; its console must report no Content-Security-Policy
+//! violation (the policy allows the page's inline style and script by hash only, so a hash that does not match
+//! them shows there, and in a page its script never redrew). A screenshot is saved under the target directory.
 //!
 //! Needs Debian's `chromium` (e2e/test installs it: e2e/install-chromium.sh). Without it the test says so and passes, unless
 //! FERRY_REQUIRE_BED is set (CI), where a missing browser fails it.
@@ -111,11 +113,27 @@ async fn the_status_page_in_a_real_browser() {
     let started = Instant::now();
     // The virtual time budget lets the page's script run its first poll (and the next, 2 s later) before
     // the DOM is dumped: what is checked is the script's redraw, not only the server's rendering.
-    let dom = run_browser(&browser, profile.path(), &["--virtual-time-budget=5000".into(), "--dump-dom".into()], &page);
+    // The page's console goes to stderr: a Content-Security-Policy violation (the page's own style or script
+    // blocked by a hash that does not match) is logged there as "... violates the following Content Security
+    // Policy directive ...".
+    let console = ["--enable-logging=stderr".into(), "--v=0".into()];
+    let dom_args = [&console[..], &["--virtual-time-budget=5000".into(), "--dump-dom".into()]].concat();
+    let dom = run_browser(&browser, profile.path(), &dom_args, &page);
     let html = String::from_utf8_lossy(&dom.stdout);
     let hint = || format!("chromium stderr: {}\n{}", String::from_utf8_lossy(&dom.stderr), logs_hint(&ferry));
     assert!(dom.status.success(), "chromium --dump-dom failed: {}", hint());
     eprintln!("chromium --dump-dom took {:?}", started.elapsed());
+    let stderr = String::from_utf8_lossy(&dom.stderr);
+    let violations: Vec<&str> = stderr.lines().filter(|l| l.contains("Content Security Policy")).collect();
+    assert!(violations.is_empty(), "the page's CSP blocked its own code: {violations:#?}\n{}", hint());
+    // The policy the browser applied is the hash-only one (no 'unsafe-inline' to make the check above moot).
+    let host = page.trim_start_matches("http://").trim_end_matches('/');
+    let (_, head, _) = http_response(host, "/");
+    let policy = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("content-security-policy:").then(|| l.to_string()))
+        .unwrap_or_else(|| panic!("no CSP header: {head}"));
+    assert!(policy.contains("script-src 'sha256-") && !policy.contains("unsafe-inline"), "{policy}");
 
     assert!(html.contains("live: generated "), "the page's script fetched /api/status and redrew: {html}\n{}", hint());
     for cluster in ["a", "b"] {

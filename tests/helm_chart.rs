@@ -436,6 +436,116 @@ fn bad_values_are_refused() {
     }
 }
 
+/// The container port named `name` of a Deployment's first container.
+fn container_port(deployment: &Value, name: &str) -> Value {
+    let ports = container(deployment)["ports"].as_array().cloned().unwrap_or_default();
+    let port = ports.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no port {name}: {ports:?}"));
+    port["containerPort"].clone()
+}
+
+/// The ingress rules of a NetworkPolicy: (its one port, its `from` peers; none: from anywhere).
+fn ingress_rules(policy: &Value) -> Vec<(Value, Option<Value>)> {
+    let rules = policy["spec"]["ingress"].as_array().cloned().unwrap_or_default();
+    rules
+        .iter()
+        .map(|rule| {
+            let ports = rule["ports"].as_array().cloned().unwrap_or_default();
+            assert_eq!(ports.len(), 1, "one port a rule: {rule}");
+            assert_eq!(ports[0]["protocol"], "TCP", "{rule}");
+            (ports[0]["port"].clone(), rule.get("from").cloned())
+        })
+        .collect()
+}
+
+/// Checks one component's policy against its Deployment: it selects exactly the Deployment's pods, is about
+/// ingress only (egress open), and lets in, per container port, who `expected` says (port name → `from`).
+fn check_policy(objects: &[Value], component: &str, expected: &[(&str, Option<Value>)]) {
+    let name = format!("ferry-{component}");
+    let policy = get(objects, "NetworkPolicy", &name);
+    let deployment = get(objects, "Deployment", &name);
+    assert_eq!(policy["spec"]["podSelector"]["matchLabels"], deployment["spec"]["selector"]["matchLabels"], "{name}");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "{name}: egress stays open");
+    let want: Vec<(Value, Option<Value>)> =
+        expected.iter().map(|(port, from)| (container_port(deployment, port), from.clone())).collect();
+    assert_eq!(ingress_rules(policy), want, "{name}: {policy}");
+    // Every port the container serves has its rule: nothing it listens on is shut by mistake.
+    let ports = container(deployment)["ports"].as_array().map_or(0, Vec::len);
+    assert_eq!(ports, expected.len(), "{name}: {deployment}");
+}
+
+#[test]
+fn network_policies_are_on_by_default_match_the_ports_and_can_be_turned_off() {
+    let Some(helm) = Helm::find() else { return };
+    let monitoring = || json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]);
+    for objects in [helm.template(None, &[]).expect("defaults render"), rendered(&helm, "minimal.yaml")] {
+        assert_eq!(all(&objects, "NetworkPolicy").len(), 2, "{:?}", summary(&objects));
+        // gRPC from anywhere (agents are in other clusters), the side port from the monitoring namespace.
+        check_policy(&objects, "coordinator", &[("grpc", None), ("metrics", Some(monitoring()))]);
+        check_policy(&objects, "agent", &[("metrics", Some(monitoring()))]);
+    }
+
+    // The ports follow the values; the monitoring peers and the coordinator's sources are configurable.
+    let sets = [
+        "metrics.port=9191",
+        "coordinator.port=8443",
+        "networkPolicy.monitoring.namespaceSelector.matchLabels.team=observability",
+        "networkPolicy.monitoring.podSelector.matchLabels.app=prometheus",
+        "networkPolicy.coordinatorFrom[0].ipBlock.cidr=203.0.113.0/24",
+    ];
+    let objects = helm.template(None, &sets).unwrap_or_else(|e| panic!("{sets:?}: {e}"));
+    let scraper = json!([{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring", "team": "observability"}},
+        "podSelector": {"matchLabels": {"app": "prometheus"}},
+    }]);
+    let own_agent = json!({"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "ferry", "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/component": "agent",
+    }}});
+    let agents = json!([{"ipBlock": {"cidr": "203.0.113.0/24"}}, own_agent]);
+    check_policy(&objects, "coordinator", &[("grpc", Some(agents)), ("metrics", Some(scraper.clone()))]);
+    check_policy(&objects, "agent", &[("metrics", Some(scraper))]);
+    assert_eq!(container_port(get(&objects, "Deployment", "ferry-coordinator"), "grpc"), 8443);
+    assert_eq!(container_port(get(&objects, "Deployment", "ferry-agent"), "metrics"), 9191);
+
+    // One component, one policy; and off when asked.
+    let agent_only = rendered(&helm, "agent-only.yaml");
+    assert_eq!(names_of(&agent_only, "NetworkPolicy"), ["ferry-agent"]);
+    let off = helm.template(None, &["networkPolicy.enabled=false"]).expect("renders");
+    assert!(all(&off, "NetworkPolicy").is_empty(), "{:?}", summary(&off));
+    assert!(has(&off, "Deployment", "ferry-coordinator") && has(&off, "Deployment", "ferry-agent"));
+    // A peer of nothing would let everyone in: the schema refuses it.
+    match helm.template(None, &["networkPolicy.coordinatorFrom[0].ipBlok.cidr=10.0.0.0/8"]) {
+        Ok(objects) => panic!("a misspelt peer rendered: {:?}", summary(&objects)),
+        Err(e) => assert!(e.contains("/networkPolicy/coordinatorFrom/0"), "{e}"),
+    }
+}
+
+/// The kustomize base ships the same policies (no kustomize binary needed: its files are read as they are).
+#[test]
+fn kustomize_network_policies_match_the_deployments_ports() {
+    let base = root().join("deploy/kustomize/base");
+    let read = |path: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(base.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+        docs.into_iter().filter(|d| !d.is_null()).collect()
+    };
+    let monitoring = || json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]);
+    for (component, expected) in [
+        ("coordinator", vec![("grpc", None), ("metrics", Some(monitoring()))]),
+        ("agent", vec![("metrics", Some(monitoring()))]),
+    ] {
+        let kustomization = read(&format!("{component}/kustomization.yaml"));
+        let resources = kustomization[0]["resources"].as_array().cloned().unwrap_or_default();
+        assert!(resources.contains(&json!("networkpolicy.yaml")), "{component}: {resources:?}");
+        let mut objects = read(&format!("{component}/deployment.yaml"));
+        objects.extend(read(&format!("{component}/networkpolicy.yaml")));
+        check_policy(&objects, component, &expected);
+    }
+}
+
+fn names_of<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a str> {
+    all(objects, kind).into_iter().map(name_of).collect()
+}
+
 /// Installs the CRDs of build-helm.sh's directory on the bed's cluster and waits until they are Established.
 async fn install_crds(client: &kube::Client, dir: &Path) -> Vec<String> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -541,6 +651,7 @@ async fn every_rendered_object_passes_a_strict_server_side_dry_run() {
         "ClusterRole",
         "ClusterRoleBinding",
         "PodDisruptionBudget",
+        "NetworkPolicy",
         "ServiceMonitor",
         "PrometheusRule",
         "Certificate",

@@ -189,6 +189,9 @@ pub struct LocationView {
     /// The clusters holding a read-write BSL on it, while in collision.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writers: Vec<String>,
+    /// Read without checking the server's TLS certificate (the config's key of the same name).
+    #[serde(rename = "insecureSkipTLSVerify")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -280,9 +283,25 @@ impl From<LocationStatus> for LocationView {
             errors: l.errors.into_iter().map(|e| LocationErrorView { object: e.object, error: e.error }).collect(),
             collision: Some(l.collision).filter(|c| !c.is_empty()),
             writers: l.writers,
+            insecure_skip_tls_verify: l.insecure_skip_tls_verify,
         }
     }
 }
+
+/// A location's MESSAGE column: a collision first (it stops the location for every cluster), then a TLS
+/// certificate left unchecked (what the location says may not be its bucket's), then the refresh's message.
+fn location_message(l: &LocationView) -> String {
+    let insecure = l.insecure_skip_tls_verify.then_some(INSECURE_TLS.to_string());
+    [l.collision.clone(), insecure, Some(l.message.clone())]
+        .into_iter()
+        .flatten()
+        .filter(|m| !m.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// What `ferry status` says of a location with `insecureSkipTLSVerify`.
+pub const INSECURE_TLS: &str = "TLS CERTIFICATE NOT VERIFIED (insecureSkipTLSVerify)";
 
 /// Machine-readable times in JSON/YAML: RFC 3339 in UTC, whole seconds (what the coordinator reports).
 pub fn rfc3339(time: SystemTime) -> String {
@@ -358,12 +377,7 @@ pub fn render(view: &StatusView) -> String {
             l.backups.to_string(),
             l.errors.len().to_string(),
             l.foreign_folders.to_string(),
-            // A collision stops the location for every cluster: it leads the message.
-            match (&l.collision, l.message.is_empty()) {
-                (Some(collision), true) => collision.clone(),
-                (Some(collision), false) => format!("{collision}; {}", l.message),
-                (None, _) => l.message.clone(),
-            },
+            location_message(l),
         ]);
     }
     out.push_str(&locations.render(""));
@@ -406,6 +420,30 @@ pub fn render(view: &StatusView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_location_without_certificate_checks_says_so_in_text_and_json() {
+        let insecure = LocationStatus {
+            name: "bed".into(),
+            healthy: true,
+            insecure_skip_tls_verify: true,
+            collision: "written by 2 clusters".into(),
+            message: "listing incomplete: timeout".into(),
+            ..Default::default()
+        };
+        let checked = LocationStatus { name: "prod".into(), healthy: true, ..Default::default() };
+        let view = StatusView::from(GetStatusResponse { locations: vec![insecure, checked], ..Default::default() });
+        let text = render(&view);
+        let line = |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            line("bed").ends_with(&format!("written by 2 clusters; {INSECURE_TLS}; listing incomplete: timeout")),
+            "{text}"
+        );
+        assert!(!line("prod").contains("insecureSkipTLSVerify"), "{text}");
+        let json = serde_json::to_value(&view).expect("json");
+        assert_eq!(json["locations"][0]["insecureSkipTLSVerify"], true, "{json}");
+        assert_eq!(json["locations"][1]["insecureSkipTLSVerify"], false, "{json}");
+    }
 
     #[test]
     fn json_times_are_rfc3339_and_absent_before_the_first() {

@@ -602,6 +602,7 @@ mod tests {
         let state = LocationState {
             name: "shared".into(),
             source_cluster: "a".into(),
+            insecure_tls: false,
             catalog: None,
             error: None,
             last_refresh: None,
@@ -656,6 +657,7 @@ mod tests {
             let location = LocationState {
                 name: "shared".into(),
                 source_cluster: "a".into(),
+                insecure_tls: false,
                 catalog: None,
                 error: None,
                 last_refresh: None,

@@ -10,6 +10,9 @@ use crate::catalog::{Listing, LocationCatalog};
 pub struct LocationState {
     pub name: String,
     pub source_cluster: String,
+    /// Read without checking the server's certificate (`insecureSkipTLSVerify`): shown in the status and as
+    /// `ferry_location_insecure_tls`, so it is never on silently.
+    pub insecure_tls: bool,
     /// The last catalog read successfully; kept through failed refreshes.
     pub catalog: Option<Arc<LocationCatalog>>,
     /// The error of the last refresh, if it failed.

@@ -107,6 +107,11 @@ pub fn gauges(status: &GetStatusResponse) -> ScrapeGauges {
             |l| i64::from(!l.collision.is_empty()),
         ),
         per_location(
+            "ferry_location_insecure_tls",
+            "1 when the location is read without checking its server's TLS certificate (insecureSkipTLSVerify).",
+            |l| i64::from(l.insecure_skip_tls_verify),
+        ),
+        per_location(
             "ferry_location_last_refresh_timestamp_seconds",
             "Unix time of the last successful refresh (0: never).",
             |l| l.last_refresh_unix,
@@ -175,6 +180,24 @@ mod tests {
         assert!(text.contains("ferry_cluster_last_heartbeat_timestamp_seconds{cluster=\"b\"} 1700000000\n"), "{text}");
         assert!(text.contains("ferry_location_last_refresh_timestamp_seconds{location=\"sh\\\"ared\"} 0\n"), "{text}");
         assert_eq!(readiness(&status), Err("no location read yet: sh\"ared".into()));
+    }
+
+    /// insecureSkipTLSVerify is never silent: a gauge per location, 1 only where it is on.
+    #[test]
+    fn a_location_without_certificate_checks_is_flagged() {
+        let location = |name: &str, insecure: bool| LocationStatus {
+            name: name.into(),
+            insecure_skip_tls_verify: insecure,
+            ..Default::default()
+        };
+        let status = GetStatusResponse {
+            locations: vec![location("checked", false), location("test-bed", true)],
+            ..Default::default()
+        };
+        let text = render(&status);
+        assert!(text.contains("# TYPE ferry_location_insecure_tls gauge\n"), "{text}");
+        assert!(text.contains("ferry_location_insecure_tls{location=\"test-bed\"} 1\n"), "{text}");
+        assert!(text.contains("ferry_location_insecure_tls{location=\"checked\"} 0\n"), "{text}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod leadership;
 pub mod legacy_volumes;
 pub mod location;
 pub mod metrics;
+pub mod page_policy;
 pub mod service;
 mod session;
 pub mod settings;
@@ -178,9 +179,18 @@ pub async fn start_with(
         let store = bucket::open(&config.store_config(location))
             .map_err(|source| CoordinatorError::Open { location: location.name.clone(), source })?;
         let domain = config.location(location, store.kind, &store.bucket);
+        if location.insecure_skip_tls_verify {
+            // Said once at start, and for as long as it runs in the status and the metrics: never silent.
+            tracing::warn!(
+                location = %location.name,
+                "insecureSkipTLSVerify: the location's server certificate is not checked; anyone on the path to \
+                 the bucket can serve ferry backups (test beds only)"
+            );
+        }
         locations.push(LocationState {
             name: location.name.clone(),
             source_cluster: location.source_cluster.clone(),
+            insecure_tls: location.insecure_skip_tls_verify,
             catalog: None,
             error: None,
             last_refresh: None,

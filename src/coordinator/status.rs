@@ -103,6 +103,7 @@ pub fn location_status(location: &LocationState) -> LocationStatus {
             .unwrap_or_default(),
         collision: catalog.and_then(|c| c.collision.as_ref()).map(|c| c.reason.clone()).unwrap_or_default(),
         writers: catalog.and_then(|c| c.collision.as_ref()).map(|c| c.writers.clone()).unwrap_or_default(),
+        insecure_skip_tls_verify: location.insecure_tls,
     }
 }
 
@@ -176,6 +177,7 @@ mod tests {
         let state = LocationState {
             name: "shared".into(),
             source_cluster: "a".into(),
+            insecure_tls: false,
             catalog: Some(Arc::new(catalog)),
             error: None,
             last_refresh: Some(SystemTime::UNIX_EPOCH),

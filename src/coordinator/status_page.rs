@@ -4,19 +4,22 @@
 //!
 //! The page shows tenant namespaces and backup names and has no authentication of its own, so it is served
 //! only on a loopback address: an operator reaches it with `kubectl port-forward`, which Kubernetes RBAC gates
-//! (`pods/portforward`). It is one HTML page (`status_page.html`, inline CSS and JS, no external assets)
-//! rendered on the server, so it reads without JavaScript; its script polls `/api/status` every 2 s and redraws
-//! the same tables from the JSON.
+//! (`pods/portforward`). Any request whose Host is not loopback is answered 421 (DNS rebinding through an open
+//! port-forward: [`page_policy`]). It is one HTML page (`status_page.html`, inline CSS and JS, no external
+//! assets) rendered on the server, so it reads without JavaScript; its script polls `/api/status` every 2 s
+//! and redraws the same tables from the JSON. Its Content-Security-Policy allows that inline style and script
+//! by hash only.
 //!
 //! The view building and the HTML rendering are pure; [`serve`] joins them to axum.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::SystemTime;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
@@ -24,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::hub::Hub;
+use super::page_policy;
 use crate::grpc::proto::{
     ApplyOutcome, ClusterStatus, DescribeBackupResponse, DescribedCluster, DescribedItem, DesiredAction,
     GetStatusResponse, LocationStatus, ObjectRef,
@@ -111,6 +115,9 @@ pub struct LocationRow {
     pub errors: Vec<(String, String)>,
     pub collision: String,
     pub writers: Vec<String>,
+    /// Read without checking its server's TLS certificate (`insecureSkipTLSVerify`).
+    #[serde(rename = "insecureSkipTLSVerify")]
+    pub insecure_skip_tls_verify: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -209,6 +216,7 @@ fn location_row(l: &LocationStatus) -> LocationRow {
         errors: l.errors.iter().map(|e| (e.object.clone(), e.error.clone())).collect(),
         collision: l.collision.clone(),
         writers: l.writers.clone(),
+        insecure_skip_tls_verify: l.insecure_skip_tls_verify,
     }
 }
 
@@ -422,10 +430,14 @@ impl ClusterRow {
 
 impl LocationRow {
     pub fn health_text(&self) -> String {
-        match (self.healthy, self.message.as_str()) {
+        let health = match (self.healthy, self.message.as_str()) {
             (true, "") => "healthy".into(),
             (true, m) => format!("healthy: {m}"),
             (false, m) => format!("unhealthy: {m}"),
+        };
+        match self.insecure_skip_tls_verify {
+            true => format!("{health}; TLS certificate not verified (insecureSkipTLSVerify)"),
+            false => health,
         }
     }
 }
@@ -436,7 +448,8 @@ fn location_rows(view: &PageView) -> String {
         out.push_str("<tr>");
         td(&mut out, "", &l.name);
         td(&mut out, "", &l.source_cluster);
-        td(&mut out, if l.healthy { "connected" } else { "bad" }, &l.health_text());
+        let good = l.healthy && !l.insecure_skip_tls_verify;
+        td(&mut out, if good { "connected" } else { "bad" }, &l.health_text());
         td(&mut out, "", &time_text(l.last_refresh_unix));
         td(&mut out, "num", &l.backups.to_string());
         td(&mut out, "num", &l.foreign_folders.to_string());
@@ -557,14 +570,42 @@ fn verdict_class(verdict: &str) -> String {
     .to_string()
 }
 
-/// Serves `/` (the page) and `/api/status` (its JSON) until `shutdown` turns true.
+/// Serves `/` (the page) and `/api/status` (its JSON) until `shutdown` turns true; a request whose Host is
+/// not loopback gets 421 ([`refuse_foreign_host`]).
 pub async fn serve(hub: Arc<Hub>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
-    let app = Router::new().route("/", get(page)).route("/api/status", get(api)).with_state(hub);
-    axum::serve(listener, app)
+    axum::serve(listener, router(hub))
         .with_graceful_shutdown(async move {
             let _ = shutdown.wait_for(|stopping| *stopping).await;
         })
         .await
+}
+
+fn router(hub: Arc<Hub>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/api/status", get(api))
+        .with_state(hub)
+        // On the whole router (404s too): a rebinding page learns nothing from this port, not even its routes.
+        .layer(middleware::from_fn(refuse_foreign_host))
+}
+
+/// 421 Misdirected Request unless the request names a loopback host (docs/operations.md, "Status page"): a
+/// web page the operator's browser visits could otherwise read the page through DNS rebinding on an open
+/// `kubectl port-forward` (see [`page_policy`]). The absolute-form authority, when a client sends one, is
+/// what HTTP/1.1 says the request is for; else the Host header. Neither: refused too (every browser sends one).
+pub async fn refuse_foreign_host(request: Request, next: Next) -> Response {
+    let host = match request.uri().authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => request.headers().get(header::HOST).and_then(|h| h.to_str().ok()),
+    };
+    match host {
+        Some(host) if page_policy::is_loopback_host(host) => next.run(request).await,
+        _ => (
+            StatusCode::MISDIRECTED_REQUEST,
+            "the status page answers only to localhost, 127.0.0.1 or [::1] (open it through kubectl port-forward)\n",
+        )
+            .into_response(),
+    }
 }
 
 fn current(hub: &Hub) -> Result<PageView, String> {
@@ -574,20 +615,26 @@ fn current(hub: &Hub) -> Result<PageView, String> {
     Ok(view(&status, &backups, total, now))
 }
 
+/// The page's policy, from the template's inline blocks once (page_policy.rs says why not per response).
+static CONTENT_SECURITY_POLICY: LazyLock<String> = LazyLock::new(|| page_policy::content_security_policy(TEMPLATE));
+
+/// The Content-Security-Policy header the page and its JSON are served with.
+pub fn content_security_policy() -> &'static str {
+    &CONTENT_SECURITY_POLICY
+}
+
 /// No caching (the data is live), no sniffing, and a policy that lets the page load nothing from anywhere:
-/// its inline style and script, and fetches to its own origin.
+/// its own inline style and script (by hash), and fetches to its own origin.
 fn headers(mut response: Response, content_type: &'static str) -> Response {
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; \
-             img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-        ),
-    );
+    // Base64, quotes, letters and punctuation only, so always a valid value; were it not, the page gets the
+    // strictest policy (it renders, without style or live updates) rather than none.
+    let policy = HeaderValue::from_str(content_security_policy())
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"));
+    h.insert(header::CONTENT_SECURITY_POLICY, policy);
     response
 }
 
@@ -680,6 +727,92 @@ mod tests {
         view(&status, &[refused, there], 5, SystemTime::UNIX_EPOCH)
     }
 
+    /// The policy the page is served with allows exactly the rendered page's inline blocks, by hash.
+    #[test]
+    fn the_csp_has_no_unsafe_inline_and_hashes_the_pages_own_style_and_script() {
+        let policy = content_security_policy();
+        assert!(!policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"), "{policy}");
+        let html = render(&sample());
+        for (tag, directive) in [("style", "style-src"), ("script", "script-src")] {
+            let blocks: Vec<&str> = page_policy::inline_blocks(&html, tag).collect();
+            assert_eq!(blocks.len(), 1, "one inline {tag} in the page");
+            let sources = policy
+                .split(';')
+                .find_map(|d| d.trim().strip_prefix(directive))
+                .unwrap_or_else(|| panic!("no {directive} in {policy}"));
+            assert_eq!(sources.trim(), format!("'{}'", page_policy::hash_source(blocks[0])), "{policy}");
+        }
+        // No inline code elsewhere that the hashes could not cover (the policy would block it).
+        for attribute in [" style=", " onload=", " onclick=", "javascript:"] {
+            assert!(!html.contains(attribute), "{attribute} in the page");
+        }
+    }
+
+    /// A hub with one cluster and one location, nothing read yet.
+    fn hub() -> Arc<Hub> {
+        use crate::coordinator::location::LocationState;
+        use crate::coordinator::settings::Settings;
+        use crate::plan::ClusterState;
+        use crate::resolve::{NamespaceMappings, ProtectedNamespaces};
+        let location = LocationState {
+            name: "shared".into(),
+            source_cluster: "a".into(),
+            insecure_tls: false,
+            catalog: None,
+            error: None,
+            last_refresh: None,
+        };
+        let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
+        let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
+        let cluster = ClusterState { name: "a".into(), velero_namespace: "velero".into(), ..Default::default() };
+        Arc::new(Hub::new(Settings::default(), mappings, vec![cluster], vec![location]))
+    }
+
+    /// `GET path` with `host` as the Host header (none: no header) over HTTP/1.1: (status code, whole response).
+    async fn get_as(addr: SocketAddr, path: &str, host: Option<&str>) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let host = host.map(|h| format!("Host: {h}\r\n")).unwrap_or_default();
+        let request = format!("GET {path} HTTP/1.1\r\n{host}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (code, response)
+    }
+
+    /// DNS rebinding: a page of `evil.example` whose name now resolves to 127.0.0.1 sends its own name as Host.
+    #[tokio::test]
+    async fn a_non_loopback_host_gets_421_and_a_loopback_one_the_page() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(serve(hub(), listener, stopped));
+        let port = addr.port();
+        for path in ["/", "/api/status", "/nothing-here"] {
+            for host in [Some("evil.example".to_string()), Some(format!("evil.example:{port}")), None] {
+                let (code, response) = get_as(addr, path, host.as_deref()).await;
+                assert_eq!(code, 421, "{path} with Host {host:?}: {response}");
+                assert!(!response.contains("shared"), "nothing of the page: {response}");
+            }
+        }
+        // The absolute form names the host even when the Host header says localhost.
+        let (code, _) = get_as(addr, "http://evil.example/api/status", Some("localhost")).await;
+        assert_eq!(code, 421);
+        for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), "[::1]".to_string()] {
+            let (code, response) = get_as(addr, "/", Some(&host)).await;
+            assert_eq!(code, 200, "Host {host}: {response}");
+            assert!(response.contains("<h2>Locations</h2>") && response.contains("<td>shared</td>"), "{response}");
+            let policy = format!("content-security-policy: {}", content_security_policy());
+            assert!(response.to_ascii_lowercase().contains(&policy.to_ascii_lowercase()), "{response}");
+            let (code, json) = get_as(addr, "/api/status", Some(&host)).await;
+            assert_eq!(code, 200, "Host {host}: {json}");
+            assert!(json.contains("\"locations\":[{\"name\":\"shared\""), "{json}");
+        }
+        stop.send_replace(true);
+        server.await.expect("joined").expect("served");
+    }
+
     #[test]
     fn only_loopback_addresses_are_accepted() {
         for ok in ["127.0.0.1:8080", "127.0.0.2:0", "[::1]:8080", "localhost:8080", "LOCALHOST:1"] {
@@ -708,6 +841,10 @@ mod tests {
         assert_eq!(v.clusters[0].state_text(), "connected (1s ago)");
         assert_eq!(v.clusters[1].state_text(), "disconnected (never seen)");
         assert_eq!(v.locations[0].health_text(), "unhealthy: listing incomplete: timeout");
+        let mut insecure = v.locations[0].clone();
+        insecure.insecure_skip_tls_verify = true;
+        let expected = "unhealthy: listing incomplete: timeout; TLS certificate not verified (insecureSkipTLSVerify)";
+        assert_eq!(insecure.health_text(), expected);
         assert_eq!((time_text(0), time_text(-1)), ("never".to_string(), "never".to_string()));
         assert_eq!(time_text(1_796_425_383), "2026-12-04T23:03:03Z");
         let refused = &v.backups[0];

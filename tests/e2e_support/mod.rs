@@ -8,7 +8,7 @@
 mod http_support;
 pub mod velero;
 #[allow(unused_imports)] // not every e2e test reads a side port
-pub use http_support::http_get;
+pub use http_support::{http_get, http_response};
 
 use std::collections::HashMap;
 use std::io::Write;
