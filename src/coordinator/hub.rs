@@ -561,6 +561,25 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
         && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }
 
+/// A hub with cluster `cluster` (Velero namespace `velero`) and location `shared` (written by `a`), nothing read yet.
+#[cfg(test)]
+pub(crate) fn test_hub(cluster: &str) -> Hub {
+    use crate::coordinator::location::LocationState;
+    use crate::resolve::{NamespaceMappings, ProtectedNamespaces};
+    let location = LocationState {
+        name: "shared".into(),
+        source_cluster: "a".into(),
+        insecure_tls: false,
+        catalog: None,
+        error: None,
+        last_refresh: None,
+    };
+    let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
+    let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
+    let cluster = ClusterState { name: cluster.into(), velero_namespace: "velero".into(), ..Default::default() };
+    Hub::new(Settings::default(), mappings, vec![cluster], vec![location])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -653,20 +672,7 @@ mod tests {
         use crate::catalog::{CatalogBackup, Location, ObjectVersion, PodVolumeBackupFile, StoreKind};
         use crate::grpc::convert::object_ref;
         use crate::grpc::proto::{DesiredAction, DesiredItem};
-        let hub = {
-            let location = LocationState {
-                name: "shared".into(),
-                source_cluster: "a".into(),
-                insecure_tls: false,
-                catalog: None,
-                error: None,
-                last_refresh: None,
-            };
-            let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
-            let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
-            let cluster = ClusterState { name: "b".into(), velero_namespace: "velero".into(), ..Default::default() };
-            Hub::new(Settings::default(), mappings, vec![cluster], vec![location])
-        };
+        let hub = test_hub("b");
         let mut catalog = LocationCatalog::empty(Location {
             name: "shared".into(),
             kind: StoreKind::S3,

@@ -750,22 +750,7 @@ mod tests {
 
     /// A hub with one cluster and one location, nothing read yet.
     fn hub() -> Arc<Hub> {
-        use crate::coordinator::location::LocationState;
-        use crate::coordinator::settings::Settings;
-        use crate::plan::ClusterState;
-        use crate::resolve::{NamespaceMappings, ProtectedNamespaces};
-        let location = LocationState {
-            name: "shared".into(),
-            source_cluster: "a".into(),
-            insecure_tls: false,
-            catalog: None,
-            error: None,
-            last_refresh: None,
-        };
-        let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
-        let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
-        let cluster = ClusterState { name: "a".into(), velero_namespace: "velero".into(), ..Default::default() };
-        Arc::new(Hub::new(Settings::default(), mappings, vec![cluster], vec![location]))
+        Arc::new(crate::coordinator::hub::test_hub("a"))
     }
 
     /// `GET path` with `host` as the Host header (none: no header) over HTTP/1.1: (status code, whole response).
