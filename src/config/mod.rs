@@ -350,6 +350,10 @@ pub struct TlsConfig {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// Identities and certificate serial numbers to refuse although the CA signed them (docs/security.md,
+    /// "Revocation"); read again whenever it changes, like the certificates.
+    #[serde(default)]
+    pub revocation_list: Option<PathBuf>,
 }
 
 /// A humantime duration (`10s`, `5m`, `200ms`).

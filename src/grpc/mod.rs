@@ -13,6 +13,7 @@ pub mod chunks;
 pub mod convert;
 pub mod identity;
 pub mod rate_limit;
+pub mod revocation;
 pub mod set_delta;
 pub mod tls;
 pub mod tls_acceptor;
