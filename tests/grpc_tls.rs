@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use ferry::config::LoadedConfig;
 use ferry::coordinator::{self, Settings, Transport};
 use ferry::grpc::certs::{self, Ca, CertsSpec, Validity};
+use ferry::grpc::coordinator_identity::CoordinatorIdentity;
 use ferry::grpc::identity::Role;
 use ferry::grpc::proto::GetStatusRequest;
 use ferry::grpc::proto::federation_client::FederationClient;
@@ -289,6 +290,16 @@ async fn a_silent_peer_is_dropped_at_the_handshake_deadline_and_connections_are_
 
 /// An agent of cluster `name` from the PKI in `pki`, reading its files on every connect (as `ferry agent` does).
 fn spawn_agent(addr: SocketAddr, pki: &Path, name: &str) -> ferry::agent::client::AgentClient {
+    spawn_agent_requiring(addr, pki, name, CoordinatorIdentity::Any)
+}
+
+/// [`spawn_agent`], requiring `identity` of the coordinator's certificate.
+fn spawn_agent_requiring(
+    addr: SocketAddr,
+    pki: &Path,
+    name: &str,
+    identity: CoordinatorIdentity,
+) -> ferry::agent::client::AgentClient {
     let files = TlsFiles {
         ca: pki.join(certs::CA_CERT),
         cert: pki.join(format!("cluster-{name}.pem")),
@@ -299,6 +310,7 @@ fn spawn_agent(addr: SocketAddr, pki: &Path, name: &str) -> ferry::agent::client
         Some(client_tls_config(&files, Some("localhost")).expect("tls")),
     );
     config.tls_files = Some((files, Some("localhost".into())));
+    config.coordinator_identity = identity;
     config.heartbeat_interval = Duration::from_millis(200);
     // Slow reconnects, so the reason the stream ended stays in the link long enough to be read.
     config.backoff = ferry::grpc::backoff::Backoff::new(Duration::from_secs(3), Duration::from_secs(3));
@@ -453,5 +465,59 @@ async fn a_broken_revocation_list_stops_the_start_and_a_broken_edit_keeps_the_pr
     std::fs::write(&revoked, "spiffe://ferry.local/cluster/a\ntypo\n").expect("write");
     let verdict = handshake_verdict(coordinator.addr, dir.path(), "cluster-a.pem", "cluster-a-key.pem").await;
     assert!(verdict.contains("CertificateRevoked"), "still revoked after a broken edit: {verdict}");
+    coordinator.stop().await;
+}
+
+/// Waits until the agent is connected (Ok) or has failed a connect (Err with the reason).
+async fn first_outcome(agent: &ferry::agent::client::AgentClient) -> Result<(), String> {
+    let mut link = agent.link();
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(10), link.wait_for(|l| l.connected || l.last_error.is_some()));
+    let link = outcome.await.expect("neither connected nor failed").expect("link").clone();
+    if link.connected { Ok(()) } else { Err(link.last_error.unwrap_or_default()) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_agent_accepts_only_a_server_certificate_naming_the_coordinator() {
+    let pki = tempfile::tempdir().expect("tempdir");
+    make_pki(pki.path(), &["a"], &[]);
+    // A rogue server: a certificate from the same CA for the very name the agents dial, but not the
+    // coordinator's (what any other service of a shared Issuer could hold).
+    let rogue = tempfile::tempdir().expect("tempdir");
+    for name in [certs::CA_CERT, certs::CA_KEY] {
+        std::fs::copy(pki.path().join(name), rogue.path().join(name)).expect("copy");
+    }
+    let read = |name: &str| std::fs::read_to_string(pki.path().join(name)).expect("read");
+    let ca = Ca::from_pem(&read(certs::CA_CERT), &read(certs::CA_KEY)).expect("ca");
+    let impostor = ca.server_cert(&["localhost".into(), "127.0.0.1".into()], Validity::days_from_now(1)).expect("cert");
+    std::fs::write(rogue.path().join(certs::COORDINATOR_CERT), impostor.cert_pem).expect("write");
+    std::fs::write(rogue.path().join(certs::COORDINATOR_KEY), impostor.key_pem).expect("write");
+    let rogue_server = Coordinator::start(rogue.path()).await;
+
+    // Strict (auto: spiffe://ferry.local/coordinator, from the agent's own trust domain): refused, with why.
+    let strict = spawn_agent_requiring(rogue_server.addr, pki.path(), "a", CoordinatorIdentity::SameTrustDomain);
+    let err = first_outcome(&strict).await.expect_err("the strict agent must not talk to the rogue server");
+    assert!(err.contains("is not spiffe://ferry.local/coordinator"), "{err}");
+    strict.shutdown().await;
+    // The same agent without strict identity would have taken it for the coordinator: the gap this closes.
+    let lax = spawn_agent(rogue_server.addr, pki.path(), "a");
+    assert_eq!(first_outcome(&lax).await, Ok(()));
+    lax.shutdown().await;
+    rogue_server.stop().await;
+
+    // The real coordinator's certificate (from `ferry certs`) carries the URI: accepted, by auto and by the URI.
+    let coordinator = Coordinator::start(pki.path()).await;
+    let uri = CoordinatorIdentity::Uri("spiffe://ferry.local/coordinator".into());
+    for identity in [CoordinatorIdentity::SameTrustDomain, uri] {
+        let agent = spawn_agent_requiring(coordinator.addr, pki.path(), "a", identity.clone());
+        assert_eq!(first_outcome(&agent).await, Ok(()), "{identity:?}");
+        agent.shutdown().await;
+    }
+    // A URI the certificate does not carry is refused.
+    let other = CoordinatorIdentity::Uri("spiffe://ferry.local/coordinator-eu".into());
+    let agent = spawn_agent_requiring(coordinator.addr, pki.path(), "a", other);
+    let err = first_outcome(&agent).await.expect_err("wrong URI");
+    assert!(err.contains("coordinator-eu"), "{err}");
+    agent.shutdown().await;
     coordinator.stop().await;
 }

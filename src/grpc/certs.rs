@@ -14,6 +14,7 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
+use super::coordinator_identity::coordinator_uri;
 use super::identity::{Role, invalid_name, spiffe_uri};
 
 /// File names inside the output directory.
@@ -122,6 +123,24 @@ impl Ca {
     /// The coordinator's server certificate: DNS/IP SANs (strings that parse as IP addresses become IP SANs).
     pub fn server_cert(&self, sans: &[String], validity: Validity) -> Result<Issued, CertError> {
         let mut params = CertificateParams::new(sans.to_vec())?;
+        params.distinguished_name = dn("ferry coordinator");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        validity.apply(&mut params)?;
+        self.sign(params)
+    }
+
+    /// The coordinator's certificate: [`Ca::server_cert`] plus the URI SAN `spiffe://<trust-domain>/coordinator`,
+    /// which agents with strict coordinator identity require (docs/security.md).
+    pub fn coordinator_cert(
+        &self,
+        trust_domain: &str,
+        sans: &[String],
+        validity: Validity,
+    ) -> Result<Issued, CertError> {
+        check_trust_domain(trust_domain)?;
+        let mut params = CertificateParams::new(sans.to_vec())?;
+        params.subject_alt_names.push(SanType::URI(coordinator_uri(trust_domain).try_into()?));
         params.distinguished_name = dn("ferry coordinator");
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -239,7 +258,7 @@ pub fn write_all(spec: &CertsSpec) -> Result<Vec<PathBuf>, CertError> {
 
     let mut sans = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
     sans.extend(spec.coordinator_sans.iter().filter(|s| !sans.contains(s)).cloned().collect::<Vec<_>>());
-    let server = ca.server_cert(&sans, spec.validity)?;
+    let server = ca.coordinator_cert(&spec.trust_domain, &sans, spec.validity)?;
     written.push(write_file(&spec.out.join(COORDINATOR_CERT), &server.cert_pem, false)?);
     written.push(write_file(&spec.out.join(COORDINATOR_KEY), &server.key_pem, true)?);
 
@@ -314,6 +333,29 @@ mod tests {
         let role = Role::Agent { cluster: "a".into() };
         let issued = ca.client_cert("ferry.local", &role, Validity::days_from_now(1)).expect("cert");
         assert_eq!(identity_from_der(&der(&issued.cert_pem), "ferry.local"), Ok(role));
+    }
+
+    #[test]
+    fn the_coordinator_certificate_names_the_coordinator() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = CertsSpec {
+            out: dir.path().to_owned(),
+            trust_domain: "example.org".into(),
+            clusters: vec![],
+            operators: vec![],
+            coordinator_sans: vec!["coordinator.ferry.svc".into()],
+            validity: Validity::days_from_now(1),
+        };
+        write_all(&spec).expect("write");
+        let pem = fs::read_to_string(dir.path().join(COORDINATOR_CERT)).expect("read");
+        let der = der(&pem);
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
+        let san = cert.subject_alternative_name().expect("san").expect("has SANs");
+        let names: Vec<String> = san.value.general_names.iter().map(|n| n.to_string()).collect();
+        for wanted in ["URI(spiffe://example.org/coordinator)", "DNSName(coordinator.ferry.svc)", "DNSName(localhost)"]
+        {
+            assert!(names.iter().any(|n| n == wanted), "{wanted} not in {names:?}");
+        }
     }
 
     #[test]

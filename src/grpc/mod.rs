@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod certs;
 pub mod chunks;
 pub mod convert;
+pub mod coordinator_identity;
 pub mod identity;
 pub mod rate_limit;
 pub mod revocation;
