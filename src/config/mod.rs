@@ -616,6 +616,18 @@ namespaceMappings:
     }
 
     #[test]
+    fn the_revocation_list_is_an_optional_tls_key() {
+        let text = format!(
+            "{GOOD}coordinator:\n  tls: {{ca: ca.pem, cert: c.pem, key: k.pem, revocationList: revoked.txt}}\n"
+        );
+        let c = load(&text).expect("loads");
+        let tls = c.config.coordinator.tls.expect("tls");
+        assert_eq!(tls.revocation_list.as_deref(), Some(Path::new("revoked.txt")));
+        let c = load(&format!("{GOOD}coordinator:\n  tls: {{ca: ca.pem, cert: c.pem, key: k.pem}}\n")).expect("loads");
+        assert_eq!(c.config.coordinator.tls.expect("tls").revocation_list, None);
+    }
+
+    #[test]
     fn dependencies_section() {
         let c = load(GOOD).unwrap();
         assert_eq!(c.priorities, Priorities::velero_default());
