@@ -324,58 +324,49 @@ async fn session(
     link: &watch::Sender<Link>,
     backoff: &mut Backoff,
 ) -> Exit {
-    let mut endpoint = match Endpoint::from_shared(endpoint_url.to_string()) {
-        Ok(endpoint) => endpoint,
+    let tune = |endpoint: Endpoint| {
+        endpoint
+            .connect_timeout(config.connect_timeout)
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true)
+    };
+    let endpoint = match Endpoint::from_shared(endpoint_url.to_string()) {
+        Ok(endpoint) => tune(endpoint),
         Err(e) => return Exit::Lost(format!("invalid endpoint {endpoint_url:?}: {e}")),
     };
-    endpoint = endpoint
-        .connect_timeout(config.connect_timeout)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .keep_alive_while_idle(true)
-        .tcp_nodelay(true);
     let strict = match strict_connector(config) {
         Ok(strict) => strict,
         Err(e) => return Exit::Lost(format!("strict coordinator identity: {e}")),
     };
-    let reread = config.tls_files.as_ref().map(|(files, domain)| client_tls_config(files, domain.as_deref()));
-    let tls = match reread {
-        Some(Ok(tls)) => Some(tls),
-        Some(Err(e)) => {
-            tracing::warn!(error = %e, "cannot read the TLS files now; connecting with the ones read before");
-            config.tls.clone()
-        }
-        None => config.tls.clone(),
-    };
     let connected = match strict {
         Some(connector) => {
-            // tonic adds its own TLS to an https:// endpoint; the connector brings ours, so tonic dials http://
-            // while requests keep the https:// origin.
-            let plain = endpoint_url.replacen("https://", "http://", 1);
-            let origin = match endpoint_url.parse() {
-                Ok(origin) => origin,
+            // tonic adds TLS of its own to an https:// endpoint; the connector brings ours, so tonic dials the
+            // http:// form while requests keep the https:// origin.
+            let plain = match Endpoint::from_shared(endpoint_url.replacen("https://", "http://", 1)) {
+                Ok(plain) => tune(plain).origin(endpoint.uri().clone()),
                 Err(e) => return Exit::Lost(format!("invalid endpoint {endpoint_url:?}: {e}")),
             };
-            match Endpoint::from_shared(plain) {
-                Ok(plain) => {
-                    let plain = plain
-                        .origin(origin)
-                        .connect_timeout(config.connect_timeout)
-                        .http2_keep_alive_interval(Duration::from_secs(30))
-                        .keep_alive_timeout(Duration::from_secs(10))
-                        .keep_alive_while_idle(true);
-                    plain.connect_with_connector(connector).await
-                }
-                Err(e) => return Exit::Lost(format!("invalid endpoint {endpoint_url:?}: {e}")),
-            }
+            plain.connect_with_connector(connector).await
         }
         None => {
-            if let Some(tls) = tls {
-                endpoint = match endpoint.tls_config(tls) {
+            let reread = config.tls_files.as_ref().map(|(files, domain)| client_tls_config(files, domain.as_deref()));
+            let tls = match reread {
+                Some(Ok(tls)) => Some(tls),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot read the TLS files now; connecting with the ones read before");
+                    config.tls.clone()
+                }
+                None => config.tls.clone(),
+            };
+            let endpoint = match tls {
+                Some(tls) => match endpoint.tls_config(tls) {
                     Ok(endpoint) => endpoint,
                     Err(e) => return Exit::Lost(format!("TLS config: {e}")),
-                };
-            }
+                },
+                None => endpoint,
+            };
             endpoint.connect().await
         }
     };
