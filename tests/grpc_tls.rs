@@ -505,6 +505,22 @@ async fn a_strict_agent_accepts_only_a_server_certificate_naming_the_coordinator
     lax.shutdown().await;
     rogue_server.stop().await;
 
+    // A stolen agent certificate cannot serve as the coordinator either: it is client-only (and names no host).
+    let agent_as_server = tempfile::tempdir().expect("tempdir");
+    for (from, to) in [
+        (certs::CA_CERT, certs::CA_CERT),
+        ("cluster-a.pem", certs::COORDINATOR_CERT),
+        ("cluster-a-key.pem", certs::COORDINATOR_KEY),
+    ] {
+        std::fs::copy(pki.path().join(from), agent_as_server.path().join(to)).expect("copy");
+    }
+    let impostor = Coordinator::start(agent_as_server.path()).await;
+    let strict = spawn_agent_requiring(impostor.addr, pki.path(), "a", CoordinatorIdentity::SameTrustDomain);
+    let err = first_outcome(&strict).await.expect_err("an agent certificate is not a server certificate");
+    assert!(err.contains("invalid peer certificate"), "{err}");
+    strict.shutdown().await;
+    impostor.stop().await;
+
     // The real coordinator's certificate (from `ferry certs`) carries the URI: accepted, by auto and by the URI.
     let coordinator = Coordinator::start(pki.path()).await;
     let uri = CoordinatorIdentity::Uri("spiffe://ferry.local/coordinator".into());
