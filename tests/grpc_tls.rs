@@ -9,9 +9,11 @@ use std::time::{Duration, SystemTime};
 use ferry::config::LoadedConfig;
 use ferry::coordinator::{self, Settings, Transport};
 use ferry::grpc::certs::{self, Ca, CertsSpec, Validity};
+use ferry::grpc::coordinator_identity::CoordinatorIdentity;
 use ferry::grpc::identity::Role;
 use ferry::grpc::proto::GetStatusRequest;
 use ferry::grpc::proto::federation_client::FederationClient;
+use ferry::grpc::revocation::RevocationFile;
 use ferry::grpc::tls::{TlsFiles, client_tls_config};
 use ferry::grpc::tls_acceptor::ReloadingTls;
 use tokio::net::TcpListener;
@@ -31,12 +33,18 @@ impl Coordinator {
     }
 
     async fn start_with(pki: &Path, settings: Settings) -> Coordinator {
+        Self::start_revoking(pki, settings, None).await
+    }
+
+    /// With a revocation list at `revoked` (identities of trust domain TD).
+    async fn start_revoking(pki: &Path, settings: Settings, revoked: Option<&Path>) -> Coordinator {
         let files = TlsFiles {
             ca: pki.join(certs::CA_CERT),
             cert: pki.join(certs::COORDINATOR_CERT),
             key: pki.join(certs::COORDINATOR_KEY),
         };
-        let tls = std::sync::Arc::new(ReloadingTls::new(files).expect("server tls"));
+        let revocation = revoked.map(|path| RevocationFile { path: path.to_owned(), trust_domain: TD.into() });
+        let tls = std::sync::Arc::new(ReloadingTls::with_revocation_list(files, revocation).expect("server tls"));
         let config_path = pki.join("ferry.yaml");
         std::fs::write(&config_path, "locations: []\nclusters: [{name: a}, {name: b}]\n").expect("config");
         let config = LoadedConfig::load(&config_path).expect("config");
@@ -277,5 +285,255 @@ async fn a_silent_peer_is_dropped_at_the_handshake_deadline_and_connections_are_
     let _ = silent_2.read(&mut buf).await;
     let served = get_status(coordinator.addr, admin()).await;
     assert_eq!(served.as_deref(), Ok("operator/admin"));
+    coordinator.stop().await;
+}
+
+/// An agent of cluster `name` from the PKI in `pki`, reading its files on every connect (as `ferry agent` does).
+fn spawn_agent(addr: SocketAddr, pki: &Path, name: &str) -> ferry::agent::client::AgentClient {
+    spawn_agent_requiring(addr, pki, name, CoordinatorIdentity::Any)
+}
+
+/// [`spawn_agent`], requiring `identity` of the coordinator's certificate.
+fn spawn_agent_requiring(
+    addr: SocketAddr,
+    pki: &Path,
+    name: &str,
+    identity: CoordinatorIdentity,
+) -> ferry::agent::client::AgentClient {
+    let files = TlsFiles {
+        ca: pki.join(certs::CA_CERT),
+        cert: pki.join(format!("cluster-{name}.pem")),
+        key: pki.join(format!("cluster-{name}-key.pem")),
+    };
+    let mut config = ferry::agent::client::AgentConfig::new(
+        format!("https://{addr}"),
+        Some(client_tls_config(&files, Some("localhost")).expect("tls")),
+    );
+    config.tls_files = Some((files, Some("localhost".into())));
+    config.coordinator_identity = identity;
+    config.heartbeat_interval = Duration::from_millis(200);
+    // Slow reconnects, so the reason the stream ended stays in the link long enough to be read.
+    config.backoff = ferry::grpc::backoff::Backoff::new(Duration::from_secs(3), Duration::from_secs(3));
+    ferry::agent::client::AgentClient::spawn(config, Vec::new())
+}
+
+/// Completes a TLS handshake with `cert`/`key` and reads without sending anything: the server's verdict on the
+/// client certificate arrives as an alert (TLS 1.3 sends it after the client finished), or the read waits for
+/// data because the certificate was accepted. Deterministic, unlike an rpc that may race the alert with its write.
+async fn handshake_verdict(addr: SocketAddr, pki: &Path, cert: &str, key: &str) -> String {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::AsyncReadExt;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(pki.join(certs::CA_CERT)).expect("ca") {
+        roots.add(ca.expect("ca")).expect("root");
+    }
+    let chain: Vec<_> =
+        CertificateDer::pem_file_iter(pki.join(cert)).expect("cert").map(|c| c.expect("cert")).collect();
+    let key = PrivateKeyDer::from_pem_file(pki.join(key)).expect("key");
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client auth");
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("tcp");
+    let mut tls = match connector.connect(ServerName::try_from("localhost").expect("name"), tcp).await {
+        Ok(tls) => tls,
+        Err(e) => return format!("handshake: {e}"),
+    };
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(Duration::from_secs(2), tls.read(&mut buf)).await {
+        Ok(Ok(n)) => format!("accepted: read {n} bytes"),
+        Ok(Err(e)) => format!("refused: {e}"),
+        Err(_) => "accepted: no alert".into(),
+    }
+}
+
+fn metrics(coordinator: &Coordinator) -> String {
+    let status = coordinator.running.hub.status(None, SystemTime::now()).expect("status");
+    coordinator.running.hub.telemetry.render(&status).expect("render")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_agent_is_refused_and_an_edit_of_the_list_ends_an_open_stream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    make_pki(dir.path(), &["a", "b"], &[]);
+    let revoked = dir.path().join("revoked.txt");
+    std::fs::write(&revoked, "# stolen on 2026-12-01\nspiffe://ferry.local/cluster/b\n").expect("write");
+    let coordinator = Coordinator::start_revoking(dir.path(), Settings::default(), Some(&revoked)).await;
+
+    // The allowed agent connects and holds its stream.
+    let agent_a = spawn_agent(coordinator.addr, dir.path(), "a");
+    let mut link_a = agent_a.link();
+    tokio::time::timeout(Duration::from_secs(10), link_a.wait_for(|l| l.connected))
+        .await
+        .expect("a connects")
+        .expect("link");
+
+    // The denied one never gets past the handshake, whatever it calls.
+    let verdict = handshake_verdict(coordinator.addr, dir.path(), "cluster-b.pem", "cluster-b-key.pem").await;
+    assert!(verdict.contains("CertificateRevoked"), "revoked cluster b: {verdict}");
+    assert!(get_status(coordinator.addr, client(dir.path(), "cluster-b.pem", "cluster-b-key.pem")).await.is_err());
+    let verdict = handshake_verdict(coordinator.addr, dir.path(), "cluster-a.pem", "cluster-a-key.pem").await;
+    assert!(verdict.starts_with("accepted"), "cluster a: {verdict}");
+    let page = metrics(&coordinator);
+    // Counted per refused handshake (the rpc's channel may try more than once).
+    assert!(page.contains(r#"ferry_revoked_refusals_total{identity="cluster/b",at="handshake"} "#), "{page}");
+
+    // The operator revokes a too: the file is edited in place, the coordinator is not restarted. Within the
+    // reload poll a's open stream is ended with the reason, and its next handshake is refused.
+    std::fs::write(&revoked, "spiffe://ferry.local/cluster/b\nspiffe://ferry.local/cluster/a\n").expect("write");
+    let ended = tokio::time::timeout(Duration::from_secs(10), link_a.wait_for(|l| !l.connected)).await;
+    let ended = ended.expect("a's open stream was not ended").expect("link").clone();
+    let reason = ended.last_error.unwrap_or_default();
+    assert!(reason.contains("cluster/a") && reason.contains("revoked"), "{reason}");
+    let verdict = handshake_verdict(coordinator.addr, dir.path(), "cluster-a.pem", "cluster-a-key.pem").await;
+    assert!(verdict.contains("CertificateRevoked"), "cluster a after the edit: {verdict}");
+    let page = metrics(&coordinator);
+    assert!(page.contains(r#"ferry_revoked_refusals_total{identity="cluster/a",at="stream"} 1"#), "{page}");
+    agent_a.shutdown().await;
+    coordinator.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_serial_refuses_that_certificate_only_even_on_a_connection_opened_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    make_pki(dir.path(), &[], &["admin"]);
+    let revoked = dir.path().join("revoked.txt");
+    std::fs::write(&revoked, "").expect("write");
+    let coordinator = Coordinator::start_revoking(dir.path(), Settings::default(), Some(&revoked)).await;
+
+    // A connection opened while the certificate was still good.
+    let endpoint = Endpoint::from_shared(format!("https://{}", coordinator.addr))
+        .expect("endpoint")
+        .tls_config(client(dir.path(), "operator-admin.pem", "operator-admin-key.pem"))
+        .expect("tls");
+    let mut open = FederationClient::new(endpoint.connect().await.expect("connect"));
+    let caller = open.get_status(GetStatusRequest::default()).await.expect("allowed").into_inner().caller;
+    assert_eq!(caller, "operator/admin");
+
+    // Revoke that one certificate by its serial, as `openssl x509 -noout -serial` prints it.
+    let pem = std::fs::read(dir.path().join("operator-admin.pem")).expect("read");
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).expect("pem");
+    let serial = pem.parse_x509().expect("x509").tbs_certificate.raw_serial_as_string().replace(':', "");
+    std::fs::write(&revoked, format!("serial={}\n", serial.to_uppercase())).expect("write");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // New handshakes are refused, and so are new calls on the connection that was already open.
+    let verdict = handshake_verdict(coordinator.addr, dir.path(), "operator-admin.pem", "operator-admin-key.pem").await;
+    assert!(verdict.contains("CertificateRevoked"), "revoked serial: {verdict}");
+    let again = open.get_status(GetStatusRequest::default()).await.expect_err("revoked on the open connection");
+    assert_eq!(again.code(), tonic::Code::PermissionDenied, "{again:?}");
+    assert!(again.message().contains("operator/admin") && again.message().contains("revoked"), "{again:?}");
+
+    // A new certificate for the same identity is another serial: accepted.
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).expect("read");
+    let ca = Ca::from_pem(&read(certs::CA_CERT), &read(certs::CA_KEY)).expect("ca");
+    let renewed =
+        ca.client_cert(TD, &Role::Operator { name: "admin".into() }, Validity::days_from_now(1)).expect("cert");
+    std::fs::write(dir.path().join("renewed.pem"), renewed.cert_pem).expect("write");
+    std::fs::write(dir.path().join("renewed-key.pem"), renewed.key_pem).expect("write");
+    let served = get_status(coordinator.addr, client(dir.path(), "renewed.pem", "renewed-key.pem")).await;
+    assert_eq!(served.as_deref(), Ok("operator/admin"));
+    let page = metrics(&coordinator);
+    assert!(page.contains(r#"ferry_revoked_refusals_total{identity="operator/admin",at="rpc"} 1"#), "{page}");
+    coordinator.stop().await;
+}
+
+#[tokio::test]
+async fn a_broken_revocation_list_stops_the_start_and_a_broken_edit_keeps_the_previous_list() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    make_pki(dir.path(), &["a"], &[]);
+    let revoked = dir.path().join("revoked.txt");
+    std::fs::write(&revoked, "cluster/a\n").expect("write");
+    let files = TlsFiles {
+        ca: dir.path().join(certs::CA_CERT),
+        cert: dir.path().join(certs::COORDINATOR_CERT),
+        key: dir.path().join(certs::COORDINATOR_KEY),
+    };
+    let revocation = RevocationFile { path: revoked.clone(), trust_domain: TD.into() };
+    let err = ReloadingTls::with_revocation_list(files.clone(), Some(revocation.clone())).err().expect("refused");
+    assert!(err.to_string().contains("revoked.txt:1"), "{err}");
+
+    std::fs::write(&revoked, "spiffe://ferry.local/cluster/a\n").expect("write");
+    let coordinator = Coordinator::start_revoking(dir.path(), Settings::default(), Some(&revoked)).await;
+    // A typo in an edit must not un-revoke anyone: the previous list stays in force.
+    std::fs::write(&revoked, "spiffe://ferry.local/cluster/a\ntypo\n").expect("write");
+    let verdict = handshake_verdict(coordinator.addr, dir.path(), "cluster-a.pem", "cluster-a-key.pem").await;
+    assert!(verdict.contains("CertificateRevoked"), "still revoked after a broken edit: {verdict}");
+    coordinator.stop().await;
+}
+
+/// Waits until the agent is connected (Ok) or has failed a connect (Err with the reason).
+async fn first_outcome(agent: &ferry::agent::client::AgentClient) -> Result<(), String> {
+    let mut link = agent.link();
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(10), link.wait_for(|l| l.connected || l.last_error.is_some()));
+    let link = outcome.await.expect("neither connected nor failed").expect("link").clone();
+    if link.connected { Ok(()) } else { Err(link.last_error.unwrap_or_default()) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_agent_accepts_only_a_server_certificate_naming_the_coordinator() {
+    let pki = tempfile::tempdir().expect("tempdir");
+    make_pki(pki.path(), &["a"], &[]);
+    // A rogue server: a certificate from the same CA for the very name the agents dial, but not the
+    // coordinator's (what any other service of a shared Issuer could hold).
+    let rogue = tempfile::tempdir().expect("tempdir");
+    for name in [certs::CA_CERT, certs::CA_KEY] {
+        std::fs::copy(pki.path().join(name), rogue.path().join(name)).expect("copy");
+    }
+    let read = |name: &str| std::fs::read_to_string(pki.path().join(name)).expect("read");
+    let ca = Ca::from_pem(&read(certs::CA_CERT), &read(certs::CA_KEY)).expect("ca");
+    let impostor = ca.server_cert(&["localhost".into(), "127.0.0.1".into()], Validity::days_from_now(1)).expect("cert");
+    std::fs::write(rogue.path().join(certs::COORDINATOR_CERT), impostor.cert_pem).expect("write");
+    std::fs::write(rogue.path().join(certs::COORDINATOR_KEY), impostor.key_pem).expect("write");
+    let rogue_server = Coordinator::start(rogue.path()).await;
+
+    // Strict (auto: spiffe://ferry.local/coordinator, from the agent's own trust domain): refused, with why.
+    let strict = spawn_agent_requiring(rogue_server.addr, pki.path(), "a", CoordinatorIdentity::SameTrustDomain);
+    let err = first_outcome(&strict).await.expect_err("the strict agent must not talk to the rogue server");
+    assert!(err.contains("is not spiffe://ferry.local/coordinator"), "{err}");
+    strict.shutdown().await;
+    // The same agent without strict identity would have taken it for the coordinator: the gap this closes.
+    let lax = spawn_agent(rogue_server.addr, pki.path(), "a");
+    assert_eq!(first_outcome(&lax).await, Ok(()));
+    lax.shutdown().await;
+    rogue_server.stop().await;
+
+    // A stolen agent certificate cannot serve as the coordinator either: it is client-only (and names no host).
+    let agent_as_server = tempfile::tempdir().expect("tempdir");
+    for (from, to) in [
+        (certs::CA_CERT, certs::CA_CERT),
+        ("cluster-a.pem", certs::COORDINATOR_CERT),
+        ("cluster-a-key.pem", certs::COORDINATOR_KEY),
+    ] {
+        std::fs::copy(pki.path().join(from), agent_as_server.path().join(to)).expect("copy");
+    }
+    let impostor = Coordinator::start(agent_as_server.path()).await;
+    let strict = spawn_agent_requiring(impostor.addr, pki.path(), "a", CoordinatorIdentity::SameTrustDomain);
+    let err = first_outcome(&strict).await.expect_err("an agent certificate is not a server certificate");
+    assert!(err.contains("invalid peer certificate"), "{err}");
+    strict.shutdown().await;
+    impostor.stop().await;
+
+    // The real coordinator's certificate (from `ferry certs`) carries the URI: accepted, by auto and by the URI.
+    let coordinator = Coordinator::start(pki.path()).await;
+    let uri = CoordinatorIdentity::Uri("spiffe://ferry.local/coordinator".into());
+    for identity in [CoordinatorIdentity::SameTrustDomain, uri] {
+        let agent = spawn_agent_requiring(coordinator.addr, pki.path(), "a", identity.clone());
+        assert_eq!(first_outcome(&agent).await, Ok(()), "{identity:?}");
+        agent.shutdown().await;
+    }
+    // A URI the certificate does not carry is refused.
+    let other = CoordinatorIdentity::Uri("spiffe://ferry.local/coordinator-eu".into());
+    let agent = spawn_agent_requiring(coordinator.addr, pki.path(), "a", other);
+    let err = first_outcome(&agent).await.expect_err("wrong URI");
+    assert!(err.contains("coordinator-eu"), "{err}");
+    agent.shutdown().await;
     coordinator.stop().await;
 }

@@ -759,3 +759,37 @@ fn grafana_dashboard_queries_existing_metrics_through_a_datasource_variable() {
         assert!(queried.contains(name), "no panel on {name}");
     }
 }
+
+#[test]
+fn revocation_list_and_coordinator_identity_values() {
+    let Some(helm) = Helm::find() else { return };
+    // Defaults: no list mounted; agents check the coordinator's URI SAN (auto).
+    let objects = helm.template(None, &[]).expect("defaults render");
+    let coordinator = get(&objects, "Deployment", "ferry-coordinator");
+    assert!(env(coordinator, "FERRY_TLS_REVOCATION_LIST").is_none());
+    let agent = get(&objects, "Deployment", "ferry-agent");
+    assert_eq!(env(agent, "FERRY_COORDINATOR_IDENTITY").map(|e| e["value"].clone()), Some(json!("auto")));
+
+    let sets = ["coordinator.tls.revocationList.configMapName=ferry-revoked", "agent.coordinatorIdentity=none"];
+    let objects = helm.template(None, &sets).expect("with a list");
+    let coordinator = get(&objects, "Deployment", "ferry-coordinator");
+    let path = env(coordinator, "FERRY_TLS_REVOCATION_LIST").map(|e| e["value"].clone());
+    assert_eq!(path, Some(json!("/etc/ferry/revocation/revoked.txt")));
+    let pod = &coordinator["spec"]["template"]["spec"];
+    let volume =
+        pod["volumes"].as_array().expect("volumes").iter().find(|v| v["name"] == "revocation").expect("volume");
+    assert_eq!(volume["configMap"]["name"], "ferry-revoked");
+    let mounts = container(coordinator)["volumeMounts"].as_array().expect("mounts");
+    let mount = mounts.iter().find(|m| m["name"] == "revocation").expect("mount");
+    // A directory, never a subPath: kubelet does not update subPath mounts, and the list must reach the pod.
+    assert_eq!(mount["mountPath"], "/etc/ferry/revocation");
+    assert!(mount.get("subPath").is_none(), "{mount:?}");
+    let agent = get(&objects, "Deployment", "ferry-agent");
+    assert_eq!(env(agent, "FERRY_COORDINATOR_IDENTITY").map(|e| e["value"].clone()), Some(json!("none")));
+
+    let both = ["coordinator.tls.revocationList.configMapName=a", "coordinator.tls.revocationList.secretName=b"];
+    let err = helm.template(None, &both).expect_err("both sources");
+    assert!(err.contains("not both"), "{err}");
+    let err = helm.template(None, &["agent.coordinatorIdentity=yes"]).expect_err("bad identity");
+    assert!(err.contains("coordinatorIdentity"), "{err}");
+}

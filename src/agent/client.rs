@@ -20,6 +20,7 @@ use tonic::transport::{ClientTlsConfig, Endpoint};
 
 use crate::grpc::backoff::{Backoff, unit_random};
 use crate::grpc::chunks::{self, CHUNKED_DESIRED_SETS, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::grpc::coordinator_identity::{CoordinatorIdentity, StrictConnector, StrictError, strict_client_config};
 use crate::grpc::identity::DEV_IDENTITY_HEADER;
 use crate::grpc::proto::agent_message::Body as AgentBody;
 use crate::grpc::proto::coordinator_message::Body as CoordinatorBody;
@@ -44,6 +45,10 @@ pub struct AgentConfig {
     /// certificate against), so that a renewed certificate is used without a restart; `tls` is then the
     /// fallback if the files cannot be read at that moment.
     pub tls_files: Option<(TlsFiles, Option<String>)>,
+    /// What the coordinator's certificate must name besides the DNS name (`--coordinator-identity`); anything but
+    /// [`CoordinatorIdentity::Any`] needs `tls_files`. The library's default is `Any`; `ferry agent`'s is
+    /// `auto` (docs/security.md, "Coordinator identity").
+    pub coordinator_identity: CoordinatorIdentity,
     /// `--insecure-dev` only: the identity to claim (`cluster/<name>`), since there is no certificate.
     pub dev_identity: Option<String>,
     pub heartbeat_interval: Duration,
@@ -61,6 +66,7 @@ impl AgentConfig {
             tls,
             dev_identity: None,
             tls_files: None,
+            coordinator_identity: CoordinatorIdentity::Any,
             heartbeat_interval: Duration::from_secs(10),
             backoff: Backoff::default(),
             software_version: env!("CARGO_PKG_VERSION").into(),
@@ -296,6 +302,19 @@ async fn run(
     }
 }
 
+/// The connector that checks the coordinator's identity, from the files read now; `None` when any server
+/// certificate of the CA will do. Unlike the plain path there is no fallback to files read before: a strict
+/// agent never connects without the check.
+fn strict_connector(config: &AgentConfig) -> Result<Option<StrictConnector>, StrictError> {
+    if config.coordinator_identity == CoordinatorIdentity::Any {
+        return Ok(None);
+    }
+    let (files, domain) = config.tls_files.as_ref().ok_or(StrictError::NoFiles)?;
+    let Some(expected) = config.coordinator_identity.expected(files)? else { return Ok(None) };
+    let tls = strict_client_config(files, &expected)?;
+    StrictConnector::new(tls, domain.as_deref()).map(Some)
+}
+
 async fn session(
     config: &AgentConfig,
     endpoint_url: &str,
@@ -305,32 +324,53 @@ async fn session(
     link: &watch::Sender<Link>,
     backoff: &mut Backoff,
 ) -> Exit {
-    let mut endpoint = match Endpoint::from_shared(endpoint_url.to_string()) {
-        Ok(endpoint) => endpoint,
+    let tune = |endpoint: Endpoint| {
+        endpoint
+            .connect_timeout(config.connect_timeout)
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true)
+    };
+    let endpoint = match Endpoint::from_shared(endpoint_url.to_string()) {
+        Ok(endpoint) => tune(endpoint),
         Err(e) => return Exit::Lost(format!("invalid endpoint {endpoint_url:?}: {e}")),
     };
-    endpoint = endpoint
-        .connect_timeout(config.connect_timeout)
-        .http2_keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .keep_alive_while_idle(true)
-        .tcp_nodelay(true);
-    let reread = config.tls_files.as_ref().map(|(files, domain)| client_tls_config(files, domain.as_deref()));
-    let tls = match reread {
-        Some(Ok(tls)) => Some(tls),
-        Some(Err(e)) => {
-            tracing::warn!(error = %e, "cannot read the TLS files now; connecting with the ones read before");
-            config.tls.clone()
-        }
-        None => config.tls.clone(),
+    let strict = match strict_connector(config) {
+        Ok(strict) => strict,
+        Err(e) => return Exit::Lost(format!("strict coordinator identity: {e}")),
     };
-    if let Some(tls) = tls {
-        endpoint = match endpoint.tls_config(tls) {
-            Ok(endpoint) => endpoint,
-            Err(e) => return Exit::Lost(format!("TLS config: {e}")),
-        };
-    }
-    let channel = match endpoint.connect().await {
+    let connected = match strict {
+        Some(connector) => {
+            // tonic adds TLS of its own to an https:// endpoint; the connector brings ours, so tonic dials the
+            // http:// form while requests keep the https:// origin.
+            let plain = match Endpoint::from_shared(endpoint_url.replacen("https://", "http://", 1)) {
+                Ok(plain) => tune(plain).origin(endpoint.uri().clone()),
+                Err(e) => return Exit::Lost(format!("invalid endpoint {endpoint_url:?}: {e}")),
+            };
+            plain.connect_with_connector(connector).await
+        }
+        None => {
+            let reread = config.tls_files.as_ref().map(|(files, domain)| client_tls_config(files, domain.as_deref()));
+            let tls = match reread {
+                Some(Ok(tls)) => Some(tls),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot read the TLS files now; connecting with the ones read before");
+                    config.tls.clone()
+                }
+                None => config.tls.clone(),
+            };
+            let endpoint = match tls {
+                Some(tls) => match endpoint.tls_config(tls) {
+                    Ok(endpoint) => endpoint,
+                    Err(e) => return Exit::Lost(format!("TLS config: {e}")),
+                },
+                None => endpoint,
+            };
+            endpoint.connect().await
+        }
+    };
+    let channel = match connected {
         Ok(channel) => channel,
         Err(e) => return Exit::Lost(format!("connect {endpoint_url}: {}", error_chain(&e))),
     };

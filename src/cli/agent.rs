@@ -10,6 +10,7 @@ use clap::Args;
 use ferry::agent::client::AgentConfig;
 use ferry::agent::guard::{AllowedMapping, MappingAllowlist, Policy};
 use ferry::agent::{self, AgentOptions};
+use ferry::grpc::coordinator_identity::CoordinatorIdentity;
 
 use super::tls_args::ClientTlsArgs;
 
@@ -22,6 +23,11 @@ pub struct AgentArgs {
     /// agent speaks for.
     #[command(flatten)]
     pub tls: ClientTlsArgs,
+    /// What the coordinator's certificate must carry as its URI SAN, besides the name dialled: `auto`
+    /// (spiffe://<this agent's trust domain>/coordinator, what `ferry certs` issues), a spiffe:// URI, or `none`
+    /// (any server certificate of the CA for that name: only for a coordinator certificate without the URI).
+    #[arg(long, env = "FERRY_COORDINATOR_IDENTITY", default_value = "auto", value_name = "auto|none|URI")]
+    pub coordinator_identity: String,
     /// Plaintext, for a coordinator started with --insecure-dev: claim this identity (`cluster/<name>`).
     #[arg(long, value_name = "IDENTITY")]
     pub insecure_dev: Option<String>,
@@ -85,6 +91,12 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
             let mut config = AgentConfig::new(args.coordinator.clone(), Some(args.tls.config()?));
             // Renewed certificate files (cert-manager rewrites them) are used from the next connect on.
             config.tls_files = Some(args.tls.reloadable()?);
+            config.coordinator_identity = CoordinatorIdentity::parse(&args.coordinator_identity)?;
+            if config.coordinator_identity == CoordinatorIdentity::Any {
+                tracing::warn!(
+                    "--coordinator-identity none: any server certificate of the CA for the coordinator's name is trusted"
+                );
+            }
             config
         }
     };

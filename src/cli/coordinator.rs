@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use ferry::config::LoadedConfig;
 use ferry::coordinator::leadership::ElectionConfig;
 use ferry::coordinator::{self, Election, Settings, Transport};
+use ferry::grpc::revocation::RevocationFile;
 use ferry::grpc::tls::TlsFiles;
 use ferry::grpc::tls_acceptor::ReloadingTls;
 
@@ -33,6 +34,10 @@ pub struct CoordinatorArgs {
     /// and the coordinator's own certificate and key.
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// Identities (spiffe://…) and certificate serial numbers (serial=<hex>) to refuse, one a line (overrides
+    /// coordinator.tls.revocationList). Read again whenever it changes: no restart to revoke an agent.
+    #[arg(long, env = "FERRY_TLS_REVOCATION_LIST")]
+    pub tls_revocation_list: Option<PathBuf>,
     /// Plaintext gRPC with identities taken from a header: anyone can claim to be any cluster. Local demos only.
     #[arg(long)]
     pub insecure_dev: bool,
@@ -70,7 +75,13 @@ pub async fn run(args: CoordinatorArgs) -> anyhow::Result<()> {
             key: config.resolve_path(&t.key),
         });
         let files = args.tls.files(configured)?;
-        Transport::Mtls { tls: std::sync::Arc::new(ReloadingTls::new(files)?), trust_domain }
+        let revocation_list = args
+            .tls_revocation_list
+            .clone()
+            .or_else(|| section.tls.as_ref().and_then(|t| t.revocation_list.as_ref()).map(|p| config.resolve_path(p)));
+        let revocation = revocation_list.map(|path| RevocationFile { path, trust_domain: trust_domain.clone() });
+        let tls = ReloadingTls::with_revocation_list(files, revocation)?;
+        Transport::Mtls { tls: std::sync::Arc::new(tls), trust_domain }
     };
     let status_page_listen = args.status_page_listen.clone().unwrap_or_else(|| section.status_page_listen.clone());
     // Checked before anything starts: a coordinator asked to show its page on the network does not start.

@@ -350,6 +350,10 @@ pub struct TlsConfig {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// Identities and certificate serial numbers to refuse although the CA signed them (docs/security.md,
+    /// "Revocation"); read again whenever it changes, like the certificates.
+    #[serde(default)]
+    pub revocation_list: Option<PathBuf>,
 }
 
 /// A humantime duration (`10s`, `5m`, `200ms`).
@@ -609,6 +613,18 @@ namespaceMappings:
         assert_eq!(c.resolve_path(Path::new("inv")), Path::new("/etc/ferry/inv"));
         assert_eq!(c.mappings.target_namespace("cluster-a", "cluster-b", "team-a").unwrap(), "team-a-dr");
         assert!(c.config.materialize.velero_backups);
+    }
+
+    #[test]
+    fn the_revocation_list_is_an_optional_tls_key() {
+        let text = format!(
+            "{GOOD}coordinator:\n  tls: {{ca: ca.pem, cert: c.pem, key: k.pem, revocationList: revoked.txt}}\n"
+        );
+        let c = load(&text).expect("loads");
+        let tls = c.config.coordinator.tls.expect("tls");
+        assert_eq!(tls.revocation_list.as_deref(), Some(Path::new("revoked.txt")));
+        let c = load(&format!("{GOOD}coordinator:\n  tls: {{ca: ca.pem, cert: c.pem, key: k.pem}}\n")).expect("loads");
+        assert_eq!(c.config.coordinator.tls.expect("tls").revocation_list, None);
     }
 
     #[test]

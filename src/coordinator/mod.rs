@@ -235,8 +235,16 @@ pub async fn start_with(
         Transport::Mtls { tls, trust_domain } => (Authentication::Certificate { trust_domain }, Some(tls)),
         Transport::InsecureDev { trust_domain } => (Authentication::InsecureDev { trust_domain }, None),
     };
-    let service = FederationService::new(hub.clone(), authentication, shutdown_rx.clone(), plan_options)
+    let mut service = FederationService::new(hub.clone(), authentication, shutdown_rx.clone(), plan_options)
         .with_loaders(describe_loaders);
+    if let Some(tls) = &tls
+        && let Some(trust_domain) = tls.revocation_trust_domain()
+    {
+        service = service.with_revocations(tls.revocations(), trust_domain.to_owned());
+        let telemetry_hub = hub.clone();
+        tls.observe_refusals(Box::new(move |revoked| telemetry_hub.telemetry.revoked(&revoked.identity, "handshake")));
+        tasks.push(tokio::spawn(watch_revocations(tls.clone(), shutdown_rx.clone())));
+    }
     let mut builder = Server::builder()
         // HTTP/2 pings find dead peers (a killed agent, a vanished NAT entry) that TCP alone notices late.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -266,6 +274,22 @@ pub async fn start_with(
     };
     tracing::info!(%addr, "coordinator listening");
     Ok(RunningCoordinator { addr, hub, shutdown: shutdown_tx, server, tasks })
+}
+
+/// How often the TLS files are checked for changes between handshakes: a revocation must end open streams
+/// even when nobody connects. Four `stat` calls a second.
+const REVOCATION_POLL: Duration = Duration::from_secs(1);
+
+/// Reads the TLS files again whenever they change (the same check every handshake makes), so that a revocation
+/// list edited while nobody connects still reaches the open streams within [`REVOCATION_POLL`].
+async fn watch_revocations(tls: Arc<ReloadingTls>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tls.current();
+        tokio::select! {
+            _ = tokio::time::sleep(REVOCATION_POLL) => {}
+            _ = shutdown.wait_for(|stopping| *stopping) => return,
+        }
+    }
 }
 
 /// Refreshes one location forever: lists it, fetches what changed, and hands the result to the hub. A failed

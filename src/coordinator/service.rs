@@ -8,20 +8,22 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
+use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::hub::{Hub, HubError};
 use super::legacy_volumes;
-use super::session::{self, SessionStream};
+use super::session::{self, RevocationWatch, SessionStream};
 use crate::bucket::Loader;
 use crate::grpc::authz::{Rpc, authorize};
-use crate::grpc::identity::Authentication;
+use crate::grpc::identity::{Authentication, Role};
 use crate::grpc::proto::agent_message::Body as AgentBody;
 use crate::grpc::proto::federation_server::{Federation, FederationServer};
 use crate::grpc::proto::{
     AgentMessage, DescribeBackupRequest, DescribeBackupResponse, GetStatusRequest, GetStatusResponse, PlanRequest,
     PlanResponse,
 };
+use crate::grpc::revocation::RevocationList;
 use crate::plan::PlanOptions;
 
 /// How long a new stream may take to send its `Hello`.
@@ -36,6 +38,8 @@ pub struct FederationService {
     plan_options: PlanOptions,
     /// The locations' loaders, for what `DescribeBackup` reads on demand (a legacy backup's tarball).
     loaders: Arc<Vec<Loader>>,
+    /// The coordinator's revocation list and the trust domain of its identities, when it has one.
+    revocations: Option<(watch::Receiver<Arc<RevocationList>>, String)>,
 }
 
 impl FederationService {
@@ -45,13 +49,37 @@ impl FederationService {
         shutdown: watch::Receiver<bool>,
         plan_options: PlanOptions,
     ) -> Self {
-        Self { hub, authentication, shutdown, plan_options, loaders: Arc::new(Vec::new()) }
+        Self { hub, authentication, shutdown, plan_options, loaders: Arc::new(Vec::new()), revocations: None }
     }
 
     /// The same service, able to read the locations on demand (`DescribeBackup`).
     pub fn with_loaders(mut self, loaders: Vec<Loader>) -> Self {
         self.loaders = Arc::new(loaders);
         self
+    }
+
+    /// The same service, refusing callers whose certificate `revocations` names (checked on every rpc, and an
+    /// agent stream is ended when the list comes to name its certificate).
+    pub fn with_revocations(mut self, revocations: watch::Receiver<Arc<RevocationList>>, trust_domain: String) -> Self {
+        self.revocations = Some((revocations, trust_domain));
+        self
+    }
+
+    /// The caller, refused when its certificate is revoked. The handshake already refuses revoked certificates;
+    /// this catches a connection opened before its certificate was revoked, which may still start rpcs.
+    fn caller<T>(&self, request: &Request<T>) -> Result<(Role, Option<RevocationWatch>), Status> {
+        let role = self.authentication.caller(request)?;
+        let Some((list, trust_domain)) = &self.revocations else { return Ok((role, None)) };
+        let leaf = request.peer_certs().and_then(|chain| chain.first().map(|c: &CertificateDer<'static>| c.to_vec()));
+        let Some(leaf) = leaf else { return Ok((role, None)) };
+        if let Some(revoked) = list.borrow().check(&leaf, trust_domain) {
+            self.hub.telemetry.revoked(&revoked.identity, "rpc");
+            tracing::warn!(identity = %revoked.identity, serial = %revoked.serial, by = revoked.by,
+                "refused an rpc of a revoked certificate");
+            return Err(Status::permission_denied(revoked.to_string()));
+        }
+        let watch = RevocationWatch { list: list.clone(), leaf, trust_domain: trust_domain.clone() };
+        Ok((role, Some(watch)))
     }
 
     /// The tonic service with ferry's message size limits on both directions.
@@ -76,7 +104,7 @@ impl Federation for FederationService {
 
     async fn session(&self, request: Request<Streaming<AgentMessage>>) -> Result<Response<SessionStream>, Status> {
         self.serving()?;
-        let role = self.authentication.caller(&request)?;
+        let (role, revocation) = self.caller(&request)?;
         let cluster = authorize(&role, Rpc::Session)?.unwrap_or_default().to_string();
         if !self.hub.knows(&cluster) {
             return Err(Status::permission_denied(HubError::UnknownCluster(cluster).to_string()));
@@ -90,13 +118,14 @@ impl Federation for FederationService {
         };
         let handle = self.hub.open_session(&cluster, &hello, SystemTime::now()).map_err(hub_status)?;
         tracing::info!(%cluster, session = handle.id, version = %hello.software_version, "agent connected");
-        let outbound = session::spawn(self.hub.clone(), cluster, handle, &hello, self.shutdown.clone(), inbound);
+        let outbound =
+            session::spawn(self.hub.clone(), cluster, handle, &hello, self.shutdown.clone(), inbound, revocation);
         Ok(Response::new(outbound))
     }
 
     async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
         self.serving()?;
-        let role = self.authentication.caller(&request)?;
+        let (role, _) = self.caller(&request)?;
         authorize(&role, Rpc::GetStatus)?;
         let filter = Some(request.get_ref().cluster.as_str()).filter(|c| !c.is_empty());
         let mut status = self.hub.status(filter, SystemTime::now()).map_err(hub_status)?;
@@ -106,7 +135,7 @@ impl Federation for FederationService {
 
     async fn plan(&self, request: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
         self.serving()?;
-        let role = self.authentication.caller(&request)?;
+        let (role, _) = self.caller(&request)?;
         authorize(&role, Rpc::Plan)?;
         let options = PlanOptions { now: SystemTime::now(), ..self.plan_options.clone() };
         let hub = self.hub.clone();
@@ -124,7 +153,7 @@ impl Federation for FederationService {
         request: Request<DescribeBackupRequest>,
     ) -> Result<Response<DescribeBackupResponse>, Status> {
         self.serving()?;
-        let role = self.authentication.caller(&request)?;
+        let (role, _) = self.caller(&request)?;
         authorize(&role, Rpc::DescribeBackup)?;
         let name = &request.get_ref().name;
         if name.is_empty() {

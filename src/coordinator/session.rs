@@ -21,10 +21,33 @@ use crate::grpc::proto::agent_message::Body as AgentBody;
 use crate::grpc::proto::coordinator_message::Body as CoordinatorBody;
 use crate::grpc::proto::{Ack, AgentMessage, CoordinatorMessage, DesiredSet, Goodbye, Hello, Snapshot};
 use crate::grpc::rate_limit::TokenBucket;
+use crate::grpc::revocation::{RevocationList, Revoked};
 use crate::grpc::set_delta::{self, DESIRED_SET_DELTAS};
 
 /// What the coordinator sends on an agent stream.
 pub type SessionStream = Pin<Box<dyn Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
+
+/// What a stream needs to end itself when the revocation list comes to name its certificate.
+pub struct RevocationWatch {
+    pub list: watch::Receiver<Arc<RevocationList>>,
+    /// The agent's certificate (DER), as verified when its connection was accepted.
+    pub leaf: Vec<u8>,
+    pub trust_domain: String,
+}
+
+/// Resolves once the list, changed, names the certificate; never without a list.
+async fn newly_revoked(watch: &mut Option<RevocationWatch>) -> Revoked {
+    let Some(watch) = watch else { return std::future::pending().await };
+    loop {
+        if watch.list.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let list = watch.list.borrow_and_update().clone();
+        if let Some(revoked) = list.check(&watch.leaf, &watch.trust_domain) {
+            return revoked;
+        }
+    }
+}
 
 /// Serves the stream of `cluster`'s agent, which said `hello`, as its own task; returns what to send it.
 pub fn spawn(
@@ -34,6 +57,7 @@ pub fn spawn(
     hello: &Hello,
     shutdown: watch::Receiver<bool>,
     inbound: Streaming<AgentMessage>,
+    revocation: Option<RevocationWatch>,
 ) -> SessionStream {
     let (tx, rx) = mpsc::channel(16);
     let chunked_sets = hello.capabilities.iter().any(|c| c == CHUNKED_DESIRED_SETS);
@@ -50,6 +74,7 @@ pub fn spawn(
         sent: None,
         partial_snapshot: None,
         delivery: DeliveryClock::default(),
+        revocation,
     };
     tokio::spawn(session.run(inbound));
     Box::pin(ReceiverStream::new(rx))
@@ -74,6 +99,8 @@ struct SessionTask {
     partial_snapshot: Option<Snapshot>,
     /// When the set last sent went out, until the agent reports results for it (`ferry_delivery_latency_seconds`).
     delivery: DeliveryClock,
+    /// Ends the stream when its certificate is revoked (mTLS with a revocation list only).
+    revocation: Option<RevocationWatch>,
 }
 
 impl SessionTask {
@@ -129,6 +156,12 @@ impl SessionTask {
                     }
                 }
                 _ = self.shutdown.changed() => return End::Goodbye("the coordinator is shutting down".into()),
+                revoked = newly_revoked(&mut self.revocation) => {
+                    self.hub.telemetry.revoked(&revoked.identity, "stream");
+                    tracing::warn!(cluster = %self.cluster, session = self.handle.id, identity = %revoked.identity,
+                        serial = %revoked.serial, by = revoked.by, "ending the stream of a revoked certificate");
+                    return End::Goodbye(format!("{revoked}: ending the stream"));
+                }
             }
         }
     }

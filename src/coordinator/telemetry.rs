@@ -72,6 +72,12 @@ struct ClusterLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RevokedLabels {
+    identity: String,
+    at: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ApplyLabels {
     cluster: String,
     result: &'static str,
@@ -86,6 +92,7 @@ pub struct Telemetry {
     errors: Family<ErrorLabels, Counter>,
     connects: Family<ClusterLabels, Counter>,
     applies: Family<ApplyLabels, Counter>,
+    revoked: Family<RevokedLabels, Counter>,
     delivery_latency: Histogram,
 }
 
@@ -102,6 +109,7 @@ impl Telemetry {
         let errors = Family::<ErrorLabels, Counter>::default();
         let connects = Family::<ClusterLabels, Counter>::default();
         let applies = Family::<ApplyLabels, Counter>::default();
+        let revoked = Family::<RevokedLabels, Counter>::default();
         let delivery_latency = seconds_histogram();
         // Creating each series is the point here; the read guard `get_or_create` returns is dropped at once.
         for location in locations {
@@ -151,13 +159,20 @@ impl Telemetry {
             applies.clone(),
         );
         registry.register(
+            "ferry_revoked_refusals",
+            "Certificates refused because the revocation list names them, by identity (cluster/<name>, \
+             operator/<name>) and where: handshake (TLS alert certificate_revoked), rpc (a call on a connection \
+             opened before the revocation), stream (an open agent stream ended when the list changed)",
+            revoked.clone(),
+        );
+        registry.register(
             "ferry_delivery_latency_seconds",
             "Seconds from the coordinator sending a DesiredSet version on an agent's stream (whole or as a delta) \
              to that agent's first report of results for that version: transfer, the agent's apply pass and its \
              report. A version superseded before its report arrives is not measured",
             delivery_latency.clone(),
         );
-        Self { registry, refreshes, refresh_duration, errors, connects, applies, delivery_latency }
+        Self { registry, refreshes, refresh_duration, errors, connects, applies, revoked, delivery_latency }
     }
 
     /// One location refresh ended after `elapsed`, with or without an error.
@@ -191,6 +206,11 @@ impl Telemetry {
                 self.error(ErrorKind::ApplyFailed, count);
             }
         }
+    }
+
+    /// A revoked certificate (of `identity`) was refused `at` the handshake, an rpc or an open stream.
+    pub fn revoked(&self, identity: &str, at: &'static str) {
+        self.revoked.get_or_create(&RevokedLabels { identity: identity.to_string(), at }).inc();
     }
 
     /// A set reached its agent and came back as results this long after it was sent ([`DeliveryClock`]).

@@ -14,6 +14,7 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
+use super::coordinator_identity::coordinator_uri;
 use super::identity::{Role, invalid_name, spiffe_uri};
 
 /// File names inside the output directory.
@@ -29,6 +30,8 @@ pub enum CertError {
     Rcgen(#[from] rcgen::Error),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is a symbolic link; refusing to write a certificate or key through it (remove it first)")]
+    Symlink { path: PathBuf },
     #[error("invalid {what} name {name:?}: {reason}")]
     InvalidName { what: &'static str, name: String, reason: String },
     #[error("invalid trust domain {0:?}: must be a non-empty host-like name without '/' or ':'")]
@@ -127,6 +130,24 @@ impl Ca {
         self.sign(params)
     }
 
+    /// The coordinator's certificate: [`Ca::server_cert`] plus the URI SAN `spiffe://<trust-domain>/coordinator`,
+    /// which agents with strict coordinator identity require (docs/security.md).
+    pub fn coordinator_cert(
+        &self,
+        trust_domain: &str,
+        sans: &[String],
+        validity: Validity,
+    ) -> Result<Issued, CertError> {
+        check_trust_domain(trust_domain)?;
+        let mut params = CertificateParams::new(sans.to_vec())?;
+        params.subject_alt_names.push(SanType::URI(coordinator_uri(trust_domain).try_into()?));
+        params.distinguished_name = dn("ferry coordinator");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        validity.apply(&mut params)?;
+        self.sign(params)
+    }
+
     /// A client certificate whose only identity is the role's `spiffe://` URI SAN.
     pub fn client_cert(&self, trust_domain: &str, role: &Role, validity: Validity) -> Result<Issued, CertError> {
         check_trust_domain(trust_domain)?;
@@ -202,9 +223,31 @@ pub fn write_all(spec: &CertsSpec) -> Result<Vec<PathBuf>, CertError> {
     check_trust_domain(&spec.trust_domain)?;
     fs::create_dir_all(&spec.out).map_err(|source| CertError::Io { path: spec.out.clone(), source })?;
 
-    let mut written = Vec::new();
     let (ca_cert, ca_key) = (spec.out.join(CA_CERT), spec.out.join(CA_KEY));
-    let ca = if ca_cert.exists() && ca_key.exists() {
+    let roles: Vec<Role> = spec
+        .clusters
+        .iter()
+        .map(|c| Role::Agent { cluster: c.clone() })
+        .chain(spec.operators.iter().map(|n| Role::Operator { name: n.clone() }))
+        .collect();
+    // Every path is checked before anything is written, like the names above; write_file checks again.
+    let client_files = roles.iter().flat_map(|role| {
+        let (cert, key) = client_file_names(role);
+        [cert, key]
+    });
+    // A reused CA is only read, and may be a link (e.g. to a CA kept elsewhere).
+    let reuse_ca = ca_cert.exists() && ca_key.exists();
+    let ca_files = if reuse_ca { vec![] } else { vec![CA_CERT, CA_KEY] };
+    let own_files = ca_files.into_iter().chain([COORDINATOR_CERT, COORDINATOR_KEY]).map(String::from);
+    for name in own_files.chain(client_files) {
+        let path = spec.out.join(name);
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(CertError::Symlink { path });
+        }
+    }
+
+    let mut written = Vec::new();
+    let ca = if reuse_ca {
         Ca::from_pem(&read(&ca_cert)?, &read(&ca_key)?)?
     } else {
         let ca = Ca::generate(&spec.trust_domain, spec.validity)?;
@@ -215,18 +258,13 @@ pub fn write_all(spec: &CertsSpec) -> Result<Vec<PathBuf>, CertError> {
 
     let mut sans = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
     sans.extend(spec.coordinator_sans.iter().filter(|s| !sans.contains(s)).cloned().collect::<Vec<_>>());
-    let server = ca.server_cert(&sans, spec.validity)?;
+    let server = ca.coordinator_cert(&spec.trust_domain, &sans, spec.validity)?;
     written.push(write_file(&spec.out.join(COORDINATOR_CERT), &server.cert_pem, false)?);
     written.push(write_file(&spec.out.join(COORDINATOR_KEY), &server.key_pem, true)?);
 
-    let roles = spec
-        .clusters
-        .iter()
-        .map(|c| Role::Agent { cluster: c.clone() })
-        .chain(spec.operators.iter().map(|n| Role::Operator { name: n.clone() }));
-    for role in roles {
-        let issued = ca.client_cert(&spec.trust_domain, &role, spec.validity)?;
-        let (cert, key) = client_file_names(&role);
+    for role in &roles {
+        let issued = ca.client_cert(&spec.trust_domain, role, spec.validity)?;
+        let (cert, key) = client_file_names(role);
         written.push(write_file(&spec.out.join(cert), &issued.cert_pem, false)?);
         written.push(write_file(&spec.out.join(key), &issued.key_pem, true)?);
     }
@@ -237,14 +275,45 @@ fn read(path: &Path) -> Result<String, CertError> {
     fs::read_to_string(path).map_err(|source| CertError::Io { path: path.to_owned(), source })
 }
 
-/// Writes a file; private ones are created with mode 0600 so the key is never briefly world-readable, and
-/// an existing file's mode is tightened too (`mode` on open applies only to new files).
+/// Writes a file by creating a new one beside it (mode 0600 for keys from the start, so a key is never briefly
+/// world-readable) and renaming it over `path`. A symlink at `path` is refused rather than followed: whoever
+/// planted it (in a shared or reused `--out`) would otherwise choose which file receives a private key, or which
+/// file gets overwritten. The rename replaces a name, never writes through one, so a link appearing after the
+/// check does not redirect the key either.
 fn write_file(path: &Path, contents: &str, private: bool) -> Result<PathBuf, CertError> {
     let io = |source| CertError::Io { path: path.to_owned(), source };
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => return Err(CertError::Symlink { path: path.to_owned() }),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let temp_io = |source| CertError::Io { path: temp.clone(), source };
     let mode = if private { 0o600 } else { 0o644 };
-    let mut file = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path).map_err(io)?;
-    file.set_permissions(fs::Permissions::from_mode(mode)).map_err(io)?;
-    file.write_all(contents.as_bytes()).map_err(io)?;
+    let open = || {
+        // O_NOFOLLOW + create_new: never an existing file, never through a link.
+        fs::OpenOptions::new().write(true).create_new(true).mode(mode).custom_flags(libc::O_NOFOLLOW).open(&temp)
+    };
+    let mut file = match open() {
+        // Left over from a run that died between create and rename: it is ours to replace.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            fs::remove_file(&temp).map_err(temp_io)?;
+            open().map_err(temp_io)?
+        }
+        other => other.map_err(temp_io)?,
+    };
+    // The umask may have narrowed the mode of a public file; state it exactly.
+    let written = file
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| file.write_all(contents.as_bytes()))
+        .and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written.and_then(|()| fs::rename(&temp, path)) {
+        let _ = fs::remove_file(&temp);
+        return Err(io(e));
+    }
     Ok(path.to_owned())
 }
 
@@ -264,6 +333,29 @@ mod tests {
         let role = Role::Agent { cluster: "a".into() };
         let issued = ca.client_cert("ferry.local", &role, Validity::days_from_now(1)).expect("cert");
         assert_eq!(identity_from_der(&der(&issued.cert_pem), "ferry.local"), Ok(role));
+    }
+
+    #[test]
+    fn the_coordinator_certificate_names_the_coordinator() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = CertsSpec {
+            out: dir.path().to_owned(),
+            trust_domain: "example.org".into(),
+            clusters: vec![],
+            operators: vec![],
+            coordinator_sans: vec!["coordinator.ferry.svc".into()],
+            validity: Validity::days_from_now(1),
+        };
+        write_all(&spec).expect("write");
+        let pem = fs::read_to_string(dir.path().join(COORDINATOR_CERT)).expect("read");
+        let der = der(&pem);
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
+        let san = cert.subject_alternative_name().expect("san").expect("has SANs");
+        let names: Vec<String> = san.value.general_names.iter().map(|n| n.to_string()).collect();
+        for wanted in ["URI(spiffe://example.org/coordinator)", "DNSName(coordinator.ferry.svc)", "DNSName(localhost)"]
+        {
+            assert!(names.iter().any(|n| n == wanted), "{wanted} not in {names:?}");
+        }
     }
 
     #[test]
@@ -289,6 +381,52 @@ mod tests {
             write_all(&CertsSpec { clusters: vec!["c".into()], operators: vec![], ..spec.clone() }).expect("again");
         assert_eq!(again.len(), 4, "CA reused, not rewritten");
         assert_eq!(fs::read_to_string(spec.out.join(CA_CERT)).expect("ca"), ca_before);
+    }
+
+    #[test]
+    fn a_symlink_at_a_key_path_is_refused_and_its_target_left_unchanged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("pki");
+        fs::create_dir(&out).expect("mkdir");
+        // Someone who can write the output directory points the coordinator's key at a file of theirs.
+        let target = dir.path().join("victim.txt");
+        fs::write(&target, "unchanged").expect("write");
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o644)).expect("chmod");
+        std::os::unix::fs::symlink(&target, out.join(COORDINATOR_KEY)).expect("symlink");
+        let spec = CertsSpec {
+            out: out.clone(),
+            trust_domain: "ferry.local".into(),
+            clusters: vec![],
+            operators: vec![],
+            coordinator_sans: vec![],
+            validity: Validity::days_from_now(1),
+        };
+        let err = write_all(&spec).expect_err("must refuse the symlink");
+        assert!(matches!(&err, CertError::Symlink { path } if path == &out.join(COORDINATOR_KEY)), "{err:?}");
+        assert!(err.to_string().contains("coordinator-key.pem"), "{err}");
+        assert_eq!(fs::read_to_string(&target).expect("read"), "unchanged");
+        assert_eq!(fs::metadata(&target).expect("meta").permissions().mode() & 0o777, 0o644);
+        assert!(!out.join(CA_CERT).exists(), "checked before anything was written");
+        assert!(fs::symlink_metadata(out.join(COORDINATOR_KEY)).expect("meta").file_type().is_symlink());
+        // No temporary file is left behind.
+        let names: Vec<_> = fs::read_dir(&out).expect("dir").map(|e| e.expect("entry").file_name()).collect();
+        assert!(names.iter().all(|n| !n.to_string_lossy().contains(".tmp-")), "{names:?}");
+    }
+
+    #[test]
+    fn existing_files_are_replaced_with_the_right_modes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("k-key.pem");
+        fs::write(&path, "old").expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_file(&path, "new", true).expect("write");
+        assert_eq!(fs::read_to_string(&path).expect("read"), "new");
+        assert_eq!(fs::metadata(&path).expect("meta").permissions().mode() & 0o777, 0o600);
+        // The write itself refuses a link too (one planted after write_all's check).
+        let link = dir.path().join("link-key.pem");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(matches!(write_file(&link, "evil", true), Err(CertError::Symlink { .. })));
+        assert_eq!(fs::read_to_string(&path).expect("read"), "new");
     }
 
     #[test]
