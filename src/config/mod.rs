@@ -13,6 +13,7 @@ use crate::bucket::{
 use crate::catalog::absence::AbsencePolicy;
 use crate::catalog::decode::DecodeLimits;
 use crate::catalog::{Location, StoreKind};
+use crate::dag::tarball::TarballLimits;
 use crate::dag::{Priorities, Rule};
 use crate::plan::retirement::{RetireMode, RetirementOptions};
 use crate::resolve::{MappingError, NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};
@@ -229,6 +230,12 @@ pub struct CatalogConfig {
     /// Most backups read from one location; a longer listing is served cut and counts as incomplete.
     #[serde(default = "default_max_backups_per_location")]
     pub max_backups_per_location: usize,
+    /// Most entries of one backup tarball read by `ferry graph` and `ferry plan --backup`.
+    #[serde(default = "default_max_tarball_entries")]
+    pub max_tarball_entries: usize,
+    /// Most bytes of items of one backup tarball read, in all.
+    #[serde(default = "default_max_tarball_item_bytes")]
+    pub max_tarball_item_bytes: u64,
 }
 
 impl Default for CatalogConfig {
@@ -240,6 +247,8 @@ impl Default for CatalogConfig {
             max_decompression_ratio: default_max_decompression_ratio(),
             max_bytes_in_flight: default_max_bytes_in_flight(),
             max_backups_per_location: default_max_backups_per_location(),
+            max_tarball_entries: default_max_tarball_entries(),
+            max_tarball_item_bytes: default_max_tarball_item_bytes(),
         }
     }
 }
@@ -260,6 +269,21 @@ impl CatalogConfig {
     pub fn budget(&self) -> ReadBudget {
         ReadBudget::new(self.max_bytes_in_flight)
     }
+}
+
+/// The totals one backup tarball may reach (`dag::tarball::read_with`).
+impl CatalogConfig {
+    pub fn tarball_limits(&self) -> TarballLimits {
+        TarballLimits { max_entries: self.max_tarball_entries, max_item_bytes: self.max_tarball_item_bytes }
+    }
+}
+
+fn default_max_tarball_entries() -> usize {
+    TarballLimits::default().max_entries
+}
+
+fn default_max_tarball_item_bytes() -> u64 {
+    TarballLimits::default().max_item_bytes
 }
 
 fn default_max_bytes_in_flight() -> u64 {
