@@ -9,6 +9,7 @@ use futures::{FutureExt, StreamExt};
 use object_store::path::Path;
 use object_store::{GetResult, ObjectStoreExt};
 
+use super::budget::{ReadBudget, Reservation};
 use super::list::{Names, Objects, backup_names, backup_objects, names_in, previous_names, version_of};
 use super::store::Store;
 use crate::catalog::decode::{self, ResourceList};
@@ -41,9 +42,23 @@ pub enum FetchError {
     ReaderStopped(tokio::task::JoinError),
 }
 
+/// How an object is read, for its worst case in the budget ([`Loader::worst_case`]).
+#[derive(Debug, Clone, Copy)]
+enum Cost {
+    /// Plain JSON decoded (`velero-backup.json`).
+    Json,
+    /// Gzip JSON kept compact (the PVB file).
+    GzipJson,
+    /// Gzip JSON decoded into a tree of small strings (the resource list).
+    GzipJsonTree,
+    /// A gzip tarball read as a stream.
+    Tarball,
+}
+
 /// A download, or why it was not made.
 enum Got {
-    Object(bytes::Bytes, ObjectVersion),
+    /// The bytes, and the budget they (and what is decoded from them) hold until dropped.
+    Object(bytes::Bytes, ObjectVersion, Reservation),
     TooLarge(String),
 }
 
@@ -54,11 +69,22 @@ pub struct CatalogLimits {
     /// and against the response before its body is read.
     pub max_object_bytes: u64,
     pub decode: decode::DecodeLimits,
+    /// Most backups read from one location (`catalog.maxBackupsPerLocation`). A listing with more is served
+    /// cut to the first ones and marked incomplete, so that the backups left out are never read as deleted.
+    pub max_backups: usize,
 }
+
+/// Backups per location unless configured otherwise: 2× the 100k-backup target (docs/performance.md), whose
+/// catalog costs ~200 MB; past that one location alone would crowd the chart's 1 GiB.
+pub const DEFAULT_MAX_BACKUPS_PER_LOCATION: usize = 200_000;
 
 impl Default for CatalogLimits {
     fn default() -> Self {
-        Self { max_object_bytes: 64 * 1024 * 1024, decode: decode::DecodeLimits::default() }
+        Self {
+            max_object_bytes: 64 * 1024 * 1024,
+            decode: decode::DecodeLimits::default(),
+            max_backups: DEFAULT_MAX_BACKUPS_PER_LOCATION,
+        }
     }
 }
 
@@ -80,6 +106,8 @@ pub struct Loader {
     location: Location,
     concurrency: usize,
     limits: CatalogLimits,
+    /// Shared by every loader of the process (see [`Loader::with_budget`]).
+    budget: ReadBudget,
     progress: Option<Arc<dyn LoadProgress>>,
 }
 
@@ -107,6 +135,7 @@ impl Loader {
             location,
             concurrency: concurrency.max(1),
             limits: CatalogLimits::default(),
+            budget: ReadBudget::default(),
             progress: None,
         }
     }
@@ -120,6 +149,13 @@ impl Loader {
     /// The same loader with other limits.
     pub fn with_limits(mut self, limits: CatalogLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The same loader, its reads held to `budget` (give every loader of a process the same one: the budget
+    /// bounds the process, not one location).
+    pub fn with_budget(mut self, budget: ReadBudget) -> Self {
+        self.budget = budget;
         self
     }
 
@@ -151,9 +187,10 @@ impl Loader {
     /// Lists the location and returns its catalog, reusing every entry of `previous` whose objects did not
     /// change (no request for those beyond the listing).
     pub async fn refresh(&self, previous: Option<&LocationCatalog>) -> Result<LocationCatalog, LoadError> {
-        let (names, objects) = self.list(previous).await?;
+        let (mut names, objects) = self.list(previous).await?;
         let mut catalog = LocationCatalog::empty(self.location.clone());
-        let incomplete = names.incomplete.clone().or_else(|| objects.incomplete.clone());
+        let capped = self.cap(&mut names.names);
+        let incomplete = names.incomplete.clone().or(capped).or_else(|| objects.incomplete.clone());
         if let Some(reason) = &incomplete {
             catalog.error(self.layout.backups_dir(), format!("listing incomplete, previous entries kept: {reason}"));
             catalog.listing = Listing::Incomplete { reason: reason.clone() };
@@ -282,6 +319,23 @@ impl Loader {
         Ok(catalog)
     }
 
+    /// Cuts `names` to `catalog.maxBackupsPerLocation`; returns why when it did. The caller marks the listing
+    /// incomplete: a backup left out is unknown, not gone, so it keeps its previous entry and rule 5 retires
+    /// nothing on this location (docs/design.md §3 rule 5; `plan::retirement` skips incomplete listings).
+    fn cap(&self, names: &mut Vec<String>) -> Option<String> {
+        let max = self.limits.max_backups;
+        let listed = names.len();
+        if listed <= max {
+            return None;
+        }
+        names.truncate(max);
+        Some(format!(
+            "location {:?} lists {listed} backups, over the limit of {max} (catalog.maxBackupsPerLocation): \
+             only the first {max} are read and nothing is retired here",
+            self.location.name
+        ))
+    }
+
     /// Fetches the changed parts of one backup; unchanged parts come from `previous`.
     async fn fetch(
         &self,
@@ -294,8 +348,9 @@ impl Loader {
         let meta_key = self.layout.key(name, BackupFile::Metadata);
         let (backup, metadata_version) = match (metadata, previous) {
             (false, Some(prev)) => (prev.backup.clone(), prev.metadata_version.clone()),
-            _ => match self.get(&meta_key, listed.metadata.as_ref()).await {
-                Ok(Got::Object(bytes, version)) => match decode::backup_metadata(name, &bytes) {
+            _ => match self.get(&meta_key, listed.metadata.as_ref(), Cost::Json).await {
+                // The reservation (`_held`) ends with the arm, once the metadata is decoded.
+                Ok(Got::Object(bytes, version, _held)) => match decode::backup_metadata(name, &bytes) {
                     Ok(backup) => (backup, version),
                     Err(e) => return Fetched::Bad { key: meta_key, error: e.to_string() },
                 },
@@ -316,11 +371,13 @@ impl Loader {
                 prev.pod_volume_backups_error.clone(),
             ),
             (false, _) => (PodVolumeBackupFile::default(), None, None),
-            (true, _) => match self.get(&pvb_key, listed.pod_volume_backups.as_ref()).await {
-                Ok(Got::Object(bytes, version)) => match PodVolumeBackupFile::from_gzip(&bytes, &self.limits.decode) {
-                    Ok(items) => (items, Some(version), None),
-                    Err(e) => unusable(e.to_string(), Some(version)),
-                },
+            (true, _) => match self.get(&pvb_key, listed.pod_volume_backups.as_ref(), Cost::GzipJson).await {
+                Ok(Got::Object(bytes, version, _held)) => {
+                    match PodVolumeBackupFile::from_gzip(&bytes, &self.limits.decode) {
+                        Ok(items) => (items, Some(version), None),
+                        Err(e) => unusable(e.to_string(), Some(version)),
+                    }
+                }
                 Ok(Got::TooLarge(error)) => unusable(error, listed.pod_volume_backups.clone()),
                 Err(object_store::Error::NotFound { .. }) => (PodVolumeBackupFile::default(), None, None),
                 Err(e) => return Fetched::ReadFailed { key: pvb_key, error: e.to_string() },
@@ -338,17 +395,53 @@ impl Loader {
         }))
     }
 
-    /// Downloads an object unless the listing (`listed`) or the response says it is over the size limit.
-    async fn get(&self, key: &str, listed: Option<&ObjectVersion>) -> Result<Got, object_store::Error> {
+    /// Downloads an object unless the listing (`listed`) or the response says it is over the size limit,
+    /// after reserving the worst case of reading it as `cost` from the budget.
+    async fn get(&self, key: &str, listed: Option<&ObjectVersion>, cost: Cost) -> Result<Got, object_store::Error> {
         if let Some(error) = listed.and_then(|v| self.oversized(v.size)) {
             return Ok(Got::TooLarge(error));
         }
+        // Reserved before the request where the listing gives the size, so that a read waiting for the budget
+        // holds no connection open.
+        let mut reserved = match listed {
+            Some(v) => Some((v.size, self.budget.reserve(self.worst_case(cost, v.size)).await)),
+            None => None,
+        };
         let result: GetResult = self.store.objects.get(&Path::from(key)).await?;
-        if let Some(error) = self.oversized(result.meta.size) {
+        let size = result.meta.size;
+        if let Some(error) = self.oversized(size) {
             return Ok(Got::TooLarge(error));
         }
+        if reserved.as_ref().is_none_or(|(basis, _)| size > *basis) {
+            // Given back before waiting for the larger amount: no read holds a reservation while it waits, so
+            // reads never deadlock on each other.
+            drop(reserved.take());
+            reserved = Some((size, self.budget.reserve(self.worst_case(cost, size)).await));
+        }
         let version = version_of(&result.meta);
-        Ok(Got::Object(result.bytes().await?, version))
+        let bytes = result.bytes().await?;
+        match reserved {
+            Some((_, reservation)) => Ok(Got::Object(bytes, version, reservation)),
+            // Set just above; kept total rather than unwrapped.
+            None => Ok(Got::Object(bytes, version, self.budget.reserve(self.worst_case(cost, size)).await)),
+        }
+    }
+
+    /// The most memory reading a `size`-byte object as `cost` may take at once: the download, plus what is
+    /// inflated and built from it before the result is compact.
+    fn worst_case(&self, cost: Cost, size: u64) -> u64 {
+        let inflated = self.limits.decode.cap_for(usize::try_from(size).unwrap_or(usize::MAX));
+        match cost {
+            // The bytes and the decoded object beside them.
+            Cost::Json => size.saturating_mul(2),
+            // The inflated text and its compact copy (`decode::pod_volume_backup_items`) beside the download.
+            Cost::GzipJson => size.saturating_add(inflated.saturating_mul(2)),
+            // The inflated text, its JSON tree and the map built from it: short strings cost several times
+            // their text.
+            Cost::GzipJsonTree => size.saturating_add(inflated.saturating_mul(4)),
+            // Streamed: one item at a time, whatever the tarball inflates to.
+            Cost::Tarball => size.saturating_add(crate::dag::tarball::MAX_ITEM_BYTES),
+        }
     }
 
     fn oversized(&self, size: u64) -> Option<String> {
@@ -359,8 +452,8 @@ impl Loader {
 
     /// Reads `<name>-resource-list.json.gz` (on demand: plans do not need it).
     pub async fn resource_list(&self, name: &str) -> Result<ResourceList, FetchError> {
-        match self.get(&self.layout.key(name, BackupFile::ResourceList), None).await? {
-            Got::Object(bytes, _) => Ok(decode::resource_list(&bytes, &self.limits.decode)?),
+        match self.get(&self.layout.key(name, BackupFile::ResourceList), None, Cost::GzipJsonTree).await? {
+            Got::Object(bytes, _, _held) => Ok(decode::resource_list(&bytes, &self.limits.decode)?),
             Got::TooLarge(error) => Err(FetchError::TooLarge(error)),
         }
     }
@@ -378,8 +471,8 @@ impl Loader {
     /// a backup from before Velero stored PVB files. On demand only (a tarball per backup would not scale to a
     /// fleet's catalog); held to `catalog.maxObjectBytes` and the decode limits.
     pub async fn legacy_volume_backups(&self, name: &str) -> Result<LegacyVolumeBackups, FetchError> {
-        let bytes = match self.get(&self.layout.key(name, BackupFile::Tarball), None).await? {
-            Got::Object(bytes, _) => bytes,
+        let (bytes, _held) = match self.get(&self.layout.key(name, BackupFile::Tarball), None, Cost::Tarball).await? {
+            Got::Object(bytes, _, held) => (bytes, held),
             Got::TooLarge(error) => return Err(FetchError::TooLarge(error)),
         };
         let limits = self.limits.decode;
@@ -388,5 +481,61 @@ impl Loader {
             .await
             .map_err(FetchError::ReaderStopped)?;
         Ok(found?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::{StoreConfig, open};
+    use crate::catalog::StoreKind;
+    use crate::fixture::{self, FixtureSpec};
+
+    async fn loader_of(backups: usize) -> (tempfile::TempDir, Loader) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}", dir.path().join("bucket").display());
+        let store = open(&StoreConfig { url, create_folder: true, ..Default::default() }).expect("store");
+        let spec = FixtureSpec { backups, prefix: "velero".into(), ..Default::default() };
+        fixture::write(&store, &spec, 4).await.expect("fixture");
+        let location = Location {
+            name: "capped".into(),
+            kind: StoreKind::Local,
+            bucket: store.bucket.clone(),
+            prefix: "velero".into(),
+            source_cluster: "cluster-a".into(),
+        };
+        (dir, Loader::new(store, location, 4))
+    }
+
+    /// docs/design.md §3 rule 5: a listing cut by `catalog.maxBackupsPerLocation` is incomplete, so the backups
+    /// it left out keep their entries and the location gives no evidence of absence (`plan::retirement` skips
+    /// incomplete listings: `plan::retirement::tests::no_guard_can_be_skipped`).
+    #[tokio::test]
+    async fn a_capped_listing_is_incomplete_keeps_what_it_left_out_and_says_so() {
+        let (_dir, loader) = loader_of(3).await;
+        let full = loader.refresh(None).await.expect("readable");
+        let all = full.backups.len();
+        assert!(all > 2 && full.listing == Listing::Complete, "{all} {:?}", full.listing);
+        let capped = loader.with_limits(CatalogLimits { max_backups: 2, ..CatalogLimits::default() });
+        let warm = capped.refresh(Some(&full)).await.expect("readable");
+        let Listing::Incomplete { reason } = &warm.listing else { panic!("a capped listing is complete") };
+        assert!(reason.contains("\"capped\"") && reason.contains("catalog.maxBackupsPerLocation"), "{reason}");
+        assert!(reason.contains(&format!("lists {all} backups, over the limit of 2")), "{reason}");
+        assert_eq!(warm.backups.keys().collect::<Vec<_>>(), full.backups.keys().collect::<Vec<_>>(), "none lost");
+        assert!(warm.errors.iter().any(|e| e.error.contains("catalog.maxBackupsPerLocation")), "{:?}", warm.errors);
+        // Cold, the cap bounds what is read; still incomplete, so nothing absent counts as gone.
+        let cold = capped.refresh(None).await.expect("readable");
+        assert_eq!(cold.backups.len() + cold.skipped.len() + cold.foreign_folders.len(), 2);
+        assert!(matches!(cold.listing, Listing::Incomplete { .. }));
+    }
+
+    #[tokio::test]
+    async fn a_budget_smaller_than_one_object_still_reads_everything() {
+        let (_dir, loader) = loader_of(3).await;
+        let budget = ReadBudget::new(1);
+        let catalog = loader.with_budget(budget.clone()).refresh(None).await.expect("readable");
+        assert!(catalog.errors.is_empty(), "{:?}", catalog.errors);
+        assert!(catalog.backups.len() > 2);
+        assert_eq!(budget.available_bytes(), budget.total_bytes(), "every reservation is given back");
     }
 }

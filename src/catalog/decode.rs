@@ -164,7 +164,10 @@ fn gzip_json(bytes: &[u8], limits: &DecodeLimits) -> Result<Value, DecodeError> 
 /// Inflates at most the object's cap (and one byte more, to tell "exactly the cap" from "over it").
 fn gunzip(bytes: &[u8], limits: &DecodeLimits) -> Result<Vec<u8>, DecodeError> {
     let cap = limits.cap_for(bytes.len());
-    let mut text = Vec::new();
+    // Sized once: growing by doubling would copy the text at every step, and at the last one (a bomb reaching
+    // its cap) hold the old 256 MiB and the new 512 MiB at once. Pages are only resident once written, so a
+    // small file costs no more than its text.
+    let mut text = Vec::with_capacity(usize::try_from(cap.saturating_add(1)).unwrap_or(usize::MAX));
     MultiGzDecoder::new(bytes).take(cap + 1).read_to_end(&mut text).map_err(DecodeError::Gzip)?;
     if text.len() as u64 > cap {
         return Err(DecodeError::TooLarge { cap, compressed: bytes.len() });

@@ -40,7 +40,8 @@ pub async fn load(config: &LoadedConfig, backup: &str, only: Option<&str>) -> an
         let (source, objects, item_errors) = match found {
             BackupResources::Tarball { bytes, .. } => {
                 // Decompressing and parsing is CPU work: off the async runtime's threads.
-                let contents = tokio::task::spawn_blocking(move || tarball::read(bytes.as_ref()))
+                let limits = config.config.catalog.tarball_limits();
+                let contents = tokio::task::spawn_blocking(move || tarball::read_with(bytes.as_ref(), &limits))
                     .await
                     .context("tarball reader stopped")?
                     .with_context(|| format!("location {:?}: {key}", location.name))?;

@@ -112,11 +112,15 @@ async fn describe_offline(
 fn loaders(config: &LoadedConfig) -> anyhow::Result<Vec<Loader>> {
     let catalog = &config.config.catalog;
     let mut loaders = Vec::new();
+    // One budget for every location's reads: it bounds the process's memory, not one location's.
+    let budget = config.config.catalog.budget();
     for location in &config.config.locations {
         let store =
             bucket::open(&config.store_config(location)).with_context(|| format!("location {:?}", location.name))?;
         let domain = config.location(location, store.kind, &store.bucket);
-        loaders.push(Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()));
+        loaders.push(
+            Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()).with_budget(budget.clone()),
+        );
     }
     Ok(loaders)
 }

@@ -111,6 +111,7 @@ pub async fn read_catalogs(config: &LoadedConfig) -> anyhow::Result<Vec<Location
         let catalog = &config.config.catalog;
         let loader = Loader::new(store, domain, catalog.concurrency)
             .with_limits(catalog.limits())
+            .with_budget(catalog.budget())
             .with_progress(progress.clone());
         let catalog = loader.refresh(None).await?;
         tracing::info!(
@@ -200,7 +201,8 @@ async fn legacy_volume_backups(
         bucket::open(&config.store_config(location)).with_context(|| format!("location {:?}", location.name))?;
     let domain = config.location(location, store.kind, &store.bucket);
     let catalog = &config.config.catalog;
-    let loader = Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits());
+    let loader =
+        Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()).with_budget(catalog.budget());
     let context = || format!("location {:?}: backup {backup}", location.name);
     if loader.has_file(backup, BackupFile::PodVolumeBackups).await.with_context(context)? {
         return Ok(Default::default());

@@ -6,10 +6,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::bucket::{CatalogLimits, CredentialSource, DEFAULT_CONCURRENCY, StoreConfig};
+use crate::bucket::{
+    CatalogLimits, CredentialSource, DEFAULT_CONCURRENCY, DEFAULT_MAX_BACKUPS_PER_LOCATION,
+    DEFAULT_MAX_BYTES_IN_FLIGHT, ReadBudget, StoreConfig,
+};
 use crate::catalog::absence::AbsencePolicy;
 use crate::catalog::decode::DecodeLimits;
 use crate::catalog::{Location, StoreKind};
+use crate::dag::tarball::TarballLimits;
 use crate::dag::{Priorities, Rule};
 use crate::plan::retirement::{RetireMode, RetirementOptions};
 use crate::resolve::{MappingError, NamespaceMapping, NamespaceMappings, PrefixRewrite, ProtectedNamespaces};
@@ -219,6 +223,19 @@ pub struct CatalogConfig {
     /// Most times its compressed size one object may decompress to (gzip bombs).
     #[serde(default = "default_max_decompression_ratio")]
     pub max_decompression_ratio: u64,
+    /// Most bytes all bucket reads of the process may hold at once (downloads, inflated text, decoded copies),
+    /// across every location: the per-object limits alone let 32 concurrent gzip bombs take 8 GiB.
+    #[serde(default = "default_max_bytes_in_flight")]
+    pub max_bytes_in_flight: u64,
+    /// Most backups read from one location; a longer listing is served cut and counts as incomplete.
+    #[serde(default = "default_max_backups_per_location")]
+    pub max_backups_per_location: usize,
+    /// Most entries of one backup tarball read by `ferry graph` and `ferry plan --backup`.
+    #[serde(default = "default_max_tarball_entries")]
+    pub max_tarball_entries: usize,
+    /// Most bytes of items of one backup tarball read, in all.
+    #[serde(default = "default_max_tarball_item_bytes")]
+    pub max_tarball_item_bytes: u64,
 }
 
 impl Default for CatalogConfig {
@@ -228,6 +245,10 @@ impl Default for CatalogConfig {
             max_object_bytes: default_max_object_bytes(),
             max_decompressed_bytes: default_max_decompressed_bytes(),
             max_decompression_ratio: default_max_decompression_ratio(),
+            max_bytes_in_flight: default_max_bytes_in_flight(),
+            max_backups_per_location: default_max_backups_per_location(),
+            max_tarball_entries: default_max_tarball_entries(),
+            max_tarball_item_bytes: default_max_tarball_item_bytes(),
         }
     }
 }
@@ -240,8 +261,37 @@ impl CatalogConfig {
                 max_decompressed_bytes: self.max_decompressed_bytes,
                 max_ratio: self.max_decompression_ratio,
             },
+            max_backups: self.max_backups_per_location,
         }
     }
+
+    /// A new budget of `maxBytesInFlight`: make one per process and give it to every loader.
+    pub fn budget(&self) -> ReadBudget {
+        ReadBudget::new(self.max_bytes_in_flight)
+    }
+}
+
+/// The totals one backup tarball may reach (`dag::tarball::read_with`).
+impl CatalogConfig {
+    pub fn tarball_limits(&self) -> TarballLimits {
+        TarballLimits { max_entries: self.max_tarball_entries, max_item_bytes: self.max_tarball_item_bytes }
+    }
+}
+
+fn default_max_tarball_entries() -> usize {
+    TarballLimits::default().max_entries
+}
+
+fn default_max_tarball_item_bytes() -> u64 {
+    TarballLimits::default().max_item_bytes
+}
+
+fn default_max_bytes_in_flight() -> u64 {
+    DEFAULT_MAX_BYTES_IN_FLIGHT
+}
+
+fn default_max_backups_per_location() -> usize {
+    DEFAULT_MAX_BACKUPS_PER_LOCATION
 }
 
 fn default_max_object_bytes() -> u64 {
@@ -486,10 +536,16 @@ impl LoadedConfig {
             return Err(invalid("coordinator.catalogRefreshInterval and resyncInterval must be above 0".into()));
         }
         let catalog = &config.catalog;
-        if catalog.max_object_bytes == 0 || catalog.max_decompressed_bytes == 0 || catalog.max_decompression_ratio == 0
+        if catalog.max_object_bytes == 0
+            || catalog.max_decompressed_bytes == 0
+            || catalog.max_decompression_ratio == 0
+            || catalog.max_bytes_in_flight == 0
+            || catalog.max_backups_per_location == 0
         {
             return Err(invalid(
-                "catalog.maxObjectBytes, maxDecompressedBytes and maxDecompressionRatio must be above 0".into(),
+                "catalog.maxObjectBytes, maxDecompressedBytes, maxDecompressionRatio, maxBytesInFlight and \
+                 maxBackupsPerLocation must be above 0"
+                    .into(),
             ));
         }
         if config.catalog.concurrency == 0 {

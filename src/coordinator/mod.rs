@@ -174,6 +174,8 @@ pub async fn start_with(
 ) -> Result<RunningCoordinator, CoordinatorError> {
     let addr = listener.local_addr().map_err(CoordinatorError::Listener)?;
     let mut loaders = Vec::new();
+    // One budget for every location's reads: it bounds the process's memory, not one location's.
+    let budget = config.config.catalog.budget();
     let mut locations = Vec::new();
     for location in &config.config.locations {
         let store = bucket::open(&config.store_config(location))
@@ -196,7 +198,9 @@ pub async fn start_with(
             last_refresh: None,
         });
         let catalog = &config.config.catalog;
-        loaders.push(Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()));
+        loaders.push(
+            Loader::new(store, domain, catalog.concurrency).with_limits(catalog.limits()).with_budget(budget.clone()),
+        );
     }
     let clusters = config
         .config

@@ -14,10 +14,34 @@ use super::tarball_layout::{FORMAT_VERSION_PATH, ItemPath, item_path};
 /// Items larger than this are reported and skipped (a Kubernetes object is at most ~1.5 MiB in etcd).
 pub const MAX_ITEM_BYTES: u64 = 16 * 1024 * 1024;
 
+/// What one tarball may cost in all: [`MAX_ITEM_BYTES`] bounds one item, these the sum, so that a small
+/// tarball inflating to millions of items (a gzip bomb) stops before it exhausts memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TarballLimits {
+    /// Most entries read (items, copies, directories, everything).
+    pub max_entries: usize,
+    /// Most bytes of items read and parsed, in all.
+    pub max_item_bytes: u64,
+}
+
+impl Default for TarballLimits {
+    /// A backup of 1M objects (the dependency graph's benchmark size) has ~2M entries (each item and its
+    /// preferred-version copy) and ~1–2 GiB of items; twice that is refused.
+    fn default() -> Self {
+        Self { max_entries: 4_000_000, max_item_bytes: 4 * 1024 * 1024 * 1024 }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum TarballError {
     #[error("not a readable gzip tar archive after {entries} entries: {source}")]
     Archive { entries: usize, source: std::io::Error },
+    #[error("more than {max} entries: refused as a whole (a gzip bomb, or raise the limit)")]
+    TooManyEntries { max: usize },
+    #[error(
+        "its items hold more than {max} bytes after {entries} entries: refused as a whole (a gzip bomb, or raise the limit)"
+    )]
+    TooLarge { max: u64, entries: usize },
 }
 
 /// An item that could not be used; the rest of the tarball is unaffected.
@@ -37,14 +61,24 @@ pub struct TarballContents {
     pub format_version: Option<String>,
 }
 
-/// Reads every item of a gzip tarball. A corrupt stream is an error; a bad item is reported and skipped.
+/// Reads every item of a gzip tarball under the default [`TarballLimits`].
 pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
+    read_with(reader, &TarballLimits::default())
+}
+
+/// Reads every item of a gzip tarball. A corrupt stream, or one past `limits`, is an error (the caller names
+/// the tarball); a bad item is reported and skipped.
+pub fn read_with(reader: impl Read, limits: &TarballLimits) -> Result<TarballContents, TarballError> {
     let mut archive = tar::Archive::new(MultiGzDecoder::new(reader));
     let mut out = TarballContents::default();
+    let mut item_bytes = 0u64;
     let entries = archive.entries().map_err(|source| TarballError::Archive { entries: 0, source })?;
     for (read_before, entry) in entries.enumerate() {
         let mut entry = entry.map_err(|source| TarballError::Archive { entries: read_before, source })?;
         let entries_read = read_before + 1;
+        if entries_read > limits.max_entries {
+            return Err(TarballError::TooManyEntries { max: limits.max_entries });
+        }
         if !entry.header().entry_type().is_file() {
             continue;
         }
@@ -78,6 +112,11 @@ pub fn read(reader: impl Read) -> Result<TarballContents, TarballError> {
         if size > MAX_ITEM_BYTES {
             out.errors.push(ItemError { path, error: format!("larger than {MAX_ITEM_BYTES} bytes") });
             continue;
+        }
+        // Checked against the header's size before reading: a lying header is cut at `MAX_ITEM_BYTES` below.
+        item_bytes = item_bytes.saturating_add(size);
+        if item_bytes > limits.max_item_bytes {
+            return Err(TarballError::TooLarge { max: limits.max_item_bytes, entries: entries_read });
         }
         let mut bytes = Vec::with_capacity(size as usize);
         if let Err(source) = (&mut entry).take(MAX_ITEM_BYTES).read_to_end(&mut bytes) {
@@ -177,6 +216,27 @@ mod tests {
         assert!(errors[2].contains("nometa.json: missing metadata"));
         assert!(errors[3].contains("the file is a/other but the object is a/x"));
         assert!(errors[4].contains("not in Velero's resources/ layout"));
+    }
+
+    #[test]
+    fn a_tarball_past_its_total_limits_is_refused_whole() {
+        let item = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a"}}"#;
+        let names: Vec<String> = (0..10).map(|i| format!("resources/pods/namespaces/a/p{i}.json")).collect();
+        let entries: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &item[..])).collect();
+        let tarball = gz(&tar_of(&entries));
+        assert_eq!(
+            read(tarball.as_slice()).unwrap().errors.len(),
+            10,
+            "names differ from the object: read, not refused"
+        );
+        let few = TarballLimits { max_entries: 9, ..TarballLimits::default() };
+        let error = read_with(tarball.as_slice(), &few).unwrap_err().to_string();
+        assert!(error.contains("more than 9 entries"), "{error}");
+        let small = TarballLimits { max_item_bytes: 5 * item.len() as u64, ..TarballLimits::default() };
+        let error = read_with(tarball.as_slice(), &small).unwrap_err().to_string();
+        assert!(error.contains(&format!("more than {} bytes after 6 entries", 5 * item.len())), "{error}");
+        let exact = TarballLimits { max_entries: 10, max_item_bytes: 10 * item.len() as u64 };
+        assert!(read_with(tarball.as_slice(), &exact).is_ok());
     }
 
     proptest! {
