@@ -19,18 +19,24 @@ pub fn apply_order(items: &[DesiredItem]) -> Vec<usize> {
 /// The same order as layers: no item of a layer waits on another of the same layer, so each layer can be
 /// applied concurrently. A waits-for cycle gives one layer per item, in input order.
 pub fn apply_layers(items: &[DesiredItem]) -> Vec<Vec<usize>> {
-    let index: HashMap<ObjectKey, usize> = items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, item)| item.r#ref.as_ref().map(|r| (ObjectKey::of_ref(r), i)))
-        .collect();
+    // Every item of a ref: a set may hold two of one object (a REFUSE next to a CREATE), and what waits for the
+    // object goes after all of them — keeping only one put a NAB in its PVB's layer, held for a pass.
+    let mut index: HashMap<ObjectKey, Vec<usize>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Some(r) = item.r#ref.as_ref() {
+            index.entry(ObjectKey::of_ref(r)).or_default().push(i);
+        }
+    }
     let graph: Vec<(usize, Vec<usize>)> = items
         .iter()
         .enumerate()
         .map(|(i, item)| {
+            let deps = item.waits_for.iter().filter_map(|w| index.get(&ObjectKey::of_ref(w))).flatten().copied();
             // A Backup left to Velero's sync waits for itself: not a dependency within the set.
-            let deps = item.waits_for.iter().filter_map(|w| index.get(&ObjectKey::of_ref(w)).copied());
-            (i, deps.filter(|&d| d != i).collect())
+            let mut deps: Vec<usize> = deps.filter(|&d| d != i).collect();
+            deps.sort_unstable();
+            deps.dedup();
+            (i, deps)
         })
         .collect();
     match dag_order(&graph) {
@@ -67,6 +73,21 @@ mod tests {
         let pos = |name: &str| order.iter().position(|&i| items[i].r#ref.as_ref().unwrap().name == name).unwrap();
         assert!(pos("b") < pos("p1") && pos("b") < pos("nab"));
         assert_eq!(order.len(), 4);
+    }
+
+    /// A ref the set holds twice (a CREATE, then a REFUSE of the same PVB): what waits for it goes after both.
+    #[test]
+    fn an_item_waits_for_every_item_of_a_repeated_ref() {
+        let items = vec![
+            item("Backup", "b", &[]),
+            item("PodVolumeBackup", "p", &[("Backup", "b")]),
+            item("PodVolumeBackup", "p", &[]),
+            item("NonAdminBackup", "nab", &[("Backup", "b"), ("PodVolumeBackup", "p")]),
+        ];
+        let layers = apply_layers(&items);
+        let layer_of = |i: usize| layers.iter().position(|l| l.contains(&i)).unwrap();
+        assert!(layer_of(3) > layer_of(1), "the NAB after the PVB's CREATE: {layers:?}");
+        assert!(layer_of(3) > layer_of(2) && layer_of(1) > layer_of(0), "{layers:?}");
     }
 
     #[test]

@@ -55,6 +55,9 @@ struct Pass<'a> {
     memory: Mutex<&'a mut Memory>,
     /// What was created, per backup and namespace, for one Event each (not one per object).
     created: Mutex<BTreeMap<(String, String), Created>>,
+    /// Objects of this pass's items that exist but are not what the item wanted (CONFLICT), with why: what
+    /// waits for one is held, not applied on top of someone else's object.
+    conflicts: Mutex<HashMap<ObjectKey, String>>,
 }
 
 /// The objects of one backup created in one namespace in a pass.
@@ -77,6 +80,14 @@ impl Pass<'_> {
 
     fn remember(&self, r: &ObjectRef, object: Value) {
         self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(ObjectKey::of_ref(r), object);
+    }
+
+    fn conflict(&self, r: &ObjectRef, note: &str) {
+        self.conflicts.lock().unwrap_or_else(|p| p.into_inner()).insert(ObjectKey::of_ref(r), note.to_string());
+    }
+
+    fn conflict_of(&self, r: &ObjectRef) -> Option<String> {
+        self.conflicts.lock().unwrap_or_else(|p| p.into_inner()).get(&ObjectKey::of_ref(r)).cloned()
     }
 
     /// Records a Warning Event about `r` unless the budget is spent (docs/security.md: a coordinator cannot flood
@@ -126,6 +137,7 @@ pub async fn reconcile_with(
         live: Mutex::new(HashMap::new()),
         memory: Mutex::new(memory),
         created: Mutex::new(BTreeMap::new()),
+        conflicts: Mutex::new(HashMap::new()),
     };
     let mut results: Vec<(usize, ItemResult)> = Vec::new();
     for layer in apply_layers(&set.items) {
@@ -214,6 +226,14 @@ async fn apply_item(
     }
     // Prerequisites first: everything it waits for must exist (the Backup must have a UID).
     for prerequisite in &item.waits_for {
+        // Someone else's object of that name is not what this item waits for (a NAB on Velero's unmapped copy
+        // of its Backup would be refused by NAC).
+        if let Some(why) = pass.conflict_of(prerequisite) {
+            return (
+                ApplyOutcome::Held,
+                format!("waits for {}, which is not this backup's: {why}", describe(prerequisite)),
+            );
+        }
         match read(api, pass, prerequisite).await {
             Ok(Some(_)) => {}
             Ok(None) => return (ApplyOutcome::Held, format!("waits for {}", describe(prerequisite))),
@@ -329,16 +349,19 @@ async fn update_existing(
         return (ApplyOutcome::Applied, "made by Velero's or NAC's own sync; left as it is".into());
     }
     if !is_ferry_managed_json(&existing) {
-        let note = format!(
-            "{} exists and is not ferry's (no {}={} label); left untouched",
-            describe(r),
-            labels::FERRY_MANAGED_BY,
-            labels::FERRY_MANAGED_BY_VALUE
-        );
+        let note = unmapped_copy(r, desired, &existing).unwrap_or_else(|| {
+            format!(
+                "{} exists and is not ferry's (no {}={} label); left untouched",
+                describe(r),
+                labels::FERRY_MANAGED_BY,
+                labels::FERRY_MANAGED_BY_VALUE
+            )
+        });
         if pass.first_time(r, "FerryConflict") {
             pass.warning(api, r, uid.as_deref(), "FerryConflict", &note).await;
         }
         pass.remember(r, existing);
+        pass.conflict(r, &note);
         return (ApplyOutcome::Conflict, note);
     }
     // Create-only: ferry's own object of the same provenance is this item done — never written over (NAC rewrites
@@ -350,10 +373,30 @@ async fn update_existing(
             pass.warning(api, r, uid.as_deref(), "FerryConflict", &note).await;
         }
         pass.remember(r, existing);
+        pass.conflict(r, &note);
         return (ApplyOutcome::Conflict, note);
     }
     pass.remember(r, existing);
     (ApplyOutcome::Applied, String::new())
+}
+
+/// A tenant Backup that someone else (Velero's own backup sync) made on the same BSL with another origin namespace
+/// than ferry maps it to: in words that say what to do (docs/operations.md, "Velero's own sync on the target").
+fn unmapped_copy(r: &ObjectRef, desired: &Value, existing: &Value) -> Option<String> {
+    let origin = |v: &Value| annotation(v, labels::NAB_ORIGIN_NAMESPACE);
+    let location = |v: &Value| v.pointer("/spec/storageLocation").and_then(Value::as_str).map(str::to_string);
+    let (Some(mapped), Some(found)) = (origin(desired), origin(existing)) else { return None };
+    (r.kind == "Backup" && mapped != found && location(desired).is_some() && location(desired) == location(existing))
+        .then(|| {
+            format!(
+                "{} exists with origin namespace {found:?}, not {mapped:?} that this cluster maps the backup to: \
+                 Velero's own backup sync made it from the same BSL, and NAC refuses a NonAdminBackup in {mapped:?} \
+                 for it, so none is created; turn Velero's sync off for that BSL (spec.backupSyncPeriod: 0s), then \
+                 delete this Backup with kubectl (never `velero backup delete`, which deletes the backup's data) and \
+                 ferry creates it mapped",
+                describe(r)
+            )
+        })
 }
 
 /// Why ferry's `existing` object is not the one `desired` describes (another location, bucket, prefix, backup or
@@ -367,16 +410,21 @@ fn other_provenance(desired: &Value, existing: &Value) -> Option<String> {
 }
 
 /// Whether an object someone else made is the very object ferry wanted: a Backup of the same name bound to the
-/// same storage location; a NAB in the same namespace synced from the same NACUUID; a PVB labelled for the same
+/// same storage location, with the same NAC marks; a NAB in the same namespace synced from the same NACUUID; a PVB labelled for the same
 /// backup (name and UID).
 fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
     let text = |v: &Value, pointer: &str| v.pointer(pointer).and_then(Value::as_str).map(str::to_string);
-    let label = |v: &Value, key: &str| {
-        v.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str).map(str::to_string)
-    };
     let same = |a: Option<String>, b: Option<String>| a.is_some() && a == b;
     match r.kind.as_str() {
-        "Backup" => same(text(desired, "/spec/storageLocation"), text(existing, "/spec/storageLocation")),
+        // For a tenant's backup the NAC marks too: Velero's copy of a mapped backup keeps the bucket's origin
+        // namespace, and NAC refuses a NAB in the mapped namespace for it.
+        "Backup" => {
+            same(text(desired, "/spec/storageLocation"), text(existing, "/spec/storageLocation"))
+                && NAC_MARKS.iter().all(|(is_label, key)| {
+                    let mark = |v: &Value| if *is_label { label(v, key) } else { annotation(v, key) };
+                    mark(desired) == mark(existing)
+                })
+        }
         "NonAdminBackup" => {
             same(label(desired, labels::NAB_SYNCED_FROM_NACUUID), label(existing, labels::NAB_SYNCED_FROM_NACUUID))
                 && text(existing, "/metadata/namespace").as_deref() == Some(r.namespace.as_str())
@@ -388,6 +436,10 @@ fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
         _ => false,
     }
 }
+
+/// The marks NAC reads on a tenant's Backup: (is a label, key).
+const NAC_MARKS: [(bool, &str); 3] =
+    [(true, labels::NAB_ORIGIN_NACUUID), (false, labels::NAB_ORIGIN_NAMESPACE), (false, labels::NAB_ORIGIN_NAME)];
 
 /// Points a PVB template at the target's Backup: the ownerReference's UID and `velero.io/backup-uid`.
 pub fn fill_backup_uid(pvb: &mut Value, uid: &str) {
@@ -401,6 +453,10 @@ pub fn fill_backup_uid(pvb: &mut Value, uid: &str) {
     {
         labels_map.insert(labels::VELERO_BACKUP_UID.to_string(), Value::String(uid.to_string()));
     }
+}
+
+fn label(object: &Value, key: &str) -> Option<String> {
+    object.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str).map(str::to_string)
 }
 
 fn annotation(object: &Value, key: &str) -> Option<String> {
@@ -423,7 +479,7 @@ fn source_of(object: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::guard::{Policy, test_objects as objects};
+    use crate::agent::guard::{MappingAllowlist, Policy, test_objects as objects};
     use crate::grpc::convert::object_ref;
     use serde_json::json;
     use std::sync::Mutex;
@@ -438,6 +494,9 @@ mod tests {
         create_delay: Option<std::time::Duration>,
         in_flight: std::sync::atomic::AtomicUsize,
         most_in_flight: std::sync::atomic::AtomicUsize,
+        /// Objects someone else creates between the agent's read and its create: absent to `get`, stored (and
+        /// the create refused with AlreadyExists) once the agent creates one of that name.
+        appearing: Mutex<HashMap<ObjectKey, Value>>,
     }
 
     #[async_trait::async_trait]
@@ -454,6 +513,9 @@ mod tests {
                 self.in_flight.fetch_sub(1, SeqCst);
             }
             let mut objects = self.objects.lock().unwrap();
+            if let Some(racing) = self.appearing.lock().unwrap().remove(&ObjectKey::of_ref(r)) {
+                objects.insert(ObjectKey::of_ref(r), racing);
+            }
             if objects.contains_key(&ObjectKey::of_ref(r)) {
                 return Err(ApiError::AlreadyExists);
             }
@@ -512,6 +574,13 @@ mod tests {
             let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
             let r = object_ref(&text("/kind"), &text("/metadata/namespace"), &text("/metadata/name"));
             self.objects.lock().unwrap().insert(ObjectKey::of_ref(&r), object);
+        }
+
+        /// `object` is created by someone else just before the agent creates it.
+        fn appears(&self, object: Value) {
+            let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+            let r = object_ref(&text("/kind"), &text("/metadata/namespace"), &text("/metadata/name"));
+            self.appearing.lock().unwrap().insert(ObjectKey::of_ref(&r), object);
         }
 
         fn stored(&self, kind: &str, name: &str) -> Option<Value> {
@@ -847,5 +916,90 @@ mod tests {
             "a Backup on another BSL is someone else's"
         );
         assert_eq!(api.events(), ["FerryConflict other"], "no Warning Event for a sync that won the race");
+    }
+
+    /// Velero's and NAC's copies as their syncs make them: the bucket's object, without ferry's label and marks.
+    fn made_by_sync(mut object: Value, uid: &str) -> Value {
+        object["metadata"]["uid"] = uid.into();
+        object["metadata"]["labels"].as_object_mut().unwrap().remove(labels::FERRY_MANAGED_BY);
+        let annotations = object["metadata"]["annotations"].as_object_mut().unwrap();
+        annotations.retain(|key, _| !key.starts_with("ferry.dev/"));
+        object
+    }
+
+    /// Issue 29 (2): Velero's own backup sync creates its copy of a *mapped* tenant backup between the
+    /// coordinator's plan and this pass (create → AlreadyExists → read again). The copy keeps the bucket's
+    /// origin namespace, so it is not the Backup ferry wanted: a CONFLICT saying what to do, an Event, and the NAB
+    /// that waits for it is held, never created (NAC would refuse it).
+    #[tokio::test]
+    async fn velero_syncing_a_mapped_tenant_backup_first_is_a_conflict_and_holds_its_nab() {
+        let api = cluster();
+        let uuid = tenant();
+        let velero_copy = made_by_sync(objects::tenant_backup("team-a", "n", "team-a"), "uid-velero");
+        api.appears(velero_copy.clone());
+        let nab_ref = object_ref("NonAdminBackup", "team-a-dr", "n");
+        let nab = DesiredItem {
+            r#ref: Some(nab_ref.clone()),
+            waits_for: vec![object_ref("Backup", "velero", &uuid)],
+            raw_json: serde_json::to_vec(&objects::nab("team-a", "n", "team-a-dr")).unwrap().into(),
+            ..item(DesiredAction::Create, "NonAdminBackup", "n", &[], None)
+        };
+        let mapped = objects::tenant_backup("team-a", "n", "team-a-dr");
+        let set = set_of(vec![nab, item(DesiredAction::Create, "Backup", &uuid, &[], Some(mapped))]);
+        let mappings = MappingAllowlist(vec!["team-a=team-a-dr".parse().unwrap()]);
+        let guard = guard().with_policy(Policy { mappings, ..Policy::default() });
+        let results = reconcile(&api, &guard, &set, &mut Memory::default()).await;
+
+        let backup = outcome_of(&results, &uuid);
+        assert_eq!(backup.outcome, ApplyOutcome::Conflict as i32, "{results:?}");
+        for words in ["origin namespace \"team-a\", not \"team-a-dr\"", "Velero's own backup sync", "backupSyncPeriod"]
+        {
+            assert!(backup.message.contains(words), "{words}: {}", backup.message);
+        }
+        let held = outcome_of(&results, "n");
+        assert_eq!(held.outcome, ApplyOutcome::Held as i32, "{results:?}");
+        assert!(held.message.contains("which is not this backup's"), "{}", held.message);
+        assert!(api.objects.lock().unwrap().get(&ObjectKey::of_ref(&nab_ref)).is_none(), "no NAB NAC would refuse");
+        assert_eq!(api.stored("Backup", &uuid), Some(velero_copy), "Velero's copy untouched");
+        assert_eq!(api.events(), [format!("FerryConflict {uuid}")]);
+
+        // Unmapped, Velero's copy is the very Backup ferry wanted (the same race): done, and the NAB follows.
+        let api = cluster();
+        api.appears(made_by_sync(objects::tenant_backup("team-a", "n", "team-a"), "uid-velero"));
+        let set = set_of(vec![
+            item(DesiredAction::Create, "NonAdminBackup", "n", &[("Backup", &uuid)], Some(ours("NonAdminBackup", "n"))),
+            item(DesiredAction::Create, "Backup", &uuid, &[], Some(ours("Backup", &uuid))),
+        ]);
+        let results = reconcile(&api, &guard, &set, &mut Memory::default()).await;
+        assert!(results.iter().all(|r| r.outcome == ApplyOutcome::Applied as i32), "{results:?}");
+        assert!(outcome_of(&results, &uuid).message.contains("made by Velero's or NAC's own sync"));
+        assert!(api.stored("NonAdminBackup", "n").is_some());
+    }
+
+    /// Issue 29 (9): a PVB that Velero's sync made first counts as done only when it is labelled for the same
+    /// backup, name and UID; one of another backup is a conflict, and neither is written over.
+    #[tokio::test]
+    async fn a_pvb_someone_else_made_first_is_done_only_for_the_same_backup() {
+        let api = cluster();
+        api.put(objects::stored(ours("Backup", "b"), "uid-b"));
+        api.appears(made_by_sync(objects::pvb("same", "b", "shop", "uid-b"), "pvb-1"));
+        let other_backup = made_by_sync(objects::pvb("other", "b2", "shop", "uid-b2"), "pvb-2");
+        api.appears(other_backup.clone());
+        let other_uid = made_by_sync(objects::pvb("stale", "b", "shop", "uid-of-an-older-b"), "pvb-3");
+        api.appears(other_uid.clone());
+        let set = set_of(
+            ["same", "other", "stale"]
+                .iter()
+                .map(|name| {
+                    item(DesiredAction::Create, "PodVolumeBackup", name, &[], Some(ours("PodVolumeBackup", name)))
+                })
+                .collect(),
+        );
+        let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
+        assert_eq!(outcome_of(&results, "same").outcome, ApplyOutcome::Applied as i32, "{results:?}");
+        assert_eq!(outcome_of(&results, "other").outcome, ApplyOutcome::Conflict as i32, "{results:?}");
+        assert_eq!(outcome_of(&results, "stale").outcome, ApplyOutcome::Conflict as i32, "{results:?}");
+        assert_eq!(api.stored("PodVolumeBackup", "other"), Some(other_backup));
+        assert_eq!(api.stored("PodVolumeBackup", "stale"), Some(other_uid));
     }
 }

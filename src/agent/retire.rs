@@ -30,7 +30,8 @@ pub fn why_not(planned: &Value, live: &Value) -> Option<String> {
     }
     for key in PROVENANCE_KEYS {
         match (annotation(planned, key), annotation(live, key)) {
-            (Some(p), Some(l)) if p == l => {}
+            // Equal and whole: only the prefix may be empty (a location at the bucket's root).
+            (Some(p), Some(l)) if p == l && (!p.is_empty() || key == labels::FERRY_SOURCE_PREFIX) => {}
             (p, l) => return Some(format!("its provenance {key} is {l:?}, the coordinator planned on {p:?}")),
         }
     }
@@ -115,5 +116,19 @@ mod tests {
         let mut no_provenance = ferrys();
         no_provenance["metadata"]["annotations"].as_object_mut().unwrap().remove(labels::FERRY_BACKUP_UID);
         assert!(why_not(&no_provenance, &no_provenance).is_some(), "no whole provenance, no retirement");
+        // Empty marks on both sides are equal, and prove nothing: only the prefix may be empty.
+        for key in [labels::FERRY_SOURCE_BUCKET, labels::FERRY_BACKUP_UID, labels::FERRY_SOURCE_LOCATION] {
+            let mut empty = ferrys();
+            empty["metadata"]["annotations"][key] = "".into();
+            assert!(why_not(&empty, &empty).unwrap().contains(key), "{key}");
+        }
+        // The source-prefix mark counts like the others: planned on one prefix, another one is left alone.
+        let mut root = ferrys();
+        root["metadata"]["annotations"][labels::FERRY_SOURCE_PREFIX] = "".into();
+        assert_eq!(why_not(&root, &root), None, "a location at the bucket's root");
+        assert!(why_not(&planned, &root).unwrap().contains(labels::FERRY_SOURCE_PREFIX));
+        let mut no_prefix = ferrys();
+        no_prefix["metadata"]["annotations"].as_object_mut().unwrap().remove(labels::FERRY_SOURCE_PREFIX);
+        assert!(why_not(&no_prefix, &no_prefix).unwrap().contains(labels::FERRY_SOURCE_PREFIX));
     }
 }

@@ -538,4 +538,91 @@ mod tests {
         assert!(catalog.backups.len() > 2);
         assert_eq!(budget.available_bytes(), budget.total_bytes(), "every reservation is given back");
     }
+
+    /// A store whose GETs of keys containing `poisoned` panic (a decoder or client bug while reading one backup).
+    #[derive(Debug)]
+    struct PanickingGets {
+        inner: Arc<dyn object_store::ObjectStore>,
+        poisoned: String,
+    }
+
+    impl std::fmt::Display for PanickingGets {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "PanickingGets({})", self.inner)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl object_store::ObjectStore for PanickingGets {
+        async fn put_opts(
+            &self,
+            location: &object_store::path::Path,
+            payload: object_store::PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &object_store::path::Path,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &object_store::path::Path,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            assert!(!location.as_ref().contains(&self.poisoned), "a bug while reading {location}");
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(
+            &self,
+            prefix: Option<&object_store::path::Path>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&object_store::path::Path>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &object_store::path::Path,
+            to: &object_store::path::Path,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    /// Issue 29 (9): a fetch task that fails (here: panics) records its backup as skipped, with an error naming
+    /// its folder: listed, so never counted absent (nothing retired), and the rest of the location is read.
+    #[tokio::test]
+    async fn a_failed_fetch_task_is_recorded_as_skipped_and_named() {
+        let (_dir, loader) = loader_of(3).await;
+        let full = loader.refresh(None).await.expect("readable");
+        let victim = full.backups.keys().next().expect("a backup").clone();
+        let store = Store {
+            objects: Arc::new(PanickingGets { inner: loader.store.objects.clone(), poisoned: format!("/{victim}/") }),
+            ..loader.store.clone()
+        };
+        let poisoned = Loader::new(store, loader.location.clone(), 4);
+        let catalog = poisoned.refresh(None).await.expect("the listing is readable");
+        assert!(catalog.skipped.contains(&victim), "{:?}", catalog.skipped);
+        assert!(!catalog.backups.contains_key(&victim));
+        assert_eq!(catalog.backups.len(), full.backups.len() - 1, "the others are read");
+        let error = catalog.errors.iter().find(|e| e.object.contains(&victim)).expect("an error naming the backup");
+        assert!(error.error.contains("internal error while reading this backup"), "{error:?}");
+        assert_eq!(catalog.listing, Listing::Complete, "and the listing itself is whole");
+    }
 }

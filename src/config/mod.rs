@@ -671,6 +671,23 @@ namespaceMappings:
         assert!(c.config.materialize.velero_backups);
     }
 
+    /// Issue 29 (9): retirement defaults to report mode, 3 complete listings and 1 hour (docs/configuration.md),
+    /// whether the section is absent, empty or partial; `confirmations: 0` still needs one listing.
+    #[test]
+    fn retirement_defaults_to_report_three_listings_and_an_hour() {
+        let expected = RetirementOptions {
+            mode: RetireMode::Report,
+            policy: AbsencePolicy { confirmations: 3, grace: std::time::Duration::from_secs(3600) },
+        };
+        assert_eq!(load(GOOD).unwrap().config.retirement.options(), expected);
+        assert_eq!(load(&format!("{GOOD}retirement: {{}}\n")).unwrap().config.retirement.options(), expected);
+        let delete = load(&format!("{GOOD}retirement: {{mode: delete}}\n")).unwrap().config.retirement.options();
+        assert_eq!(delete, RetirementOptions { mode: RetireMode::Delete, ..expected });
+        let zero = load(&format!("{GOOD}retirement: {{confirmations: 0, grace: 5m}}\n")).unwrap();
+        let zero = zero.config.retirement.options().policy;
+        assert_eq!((zero.confirmations, zero.grace.as_secs()), (1, 300));
+    }
+
     #[test]
     fn the_revocation_list_is_an_optional_tls_key() {
         let text = format!(

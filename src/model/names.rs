@@ -48,6 +48,13 @@ pub fn invalid_object_name(name: &str) -> Option<String> {
     if !alnum(name.chars().next()) || !alnum(name.chars().last()) {
         return Some("name must start and end with a lowercase letter or digit".into());
     }
+    // A subdomain is dot-separated DNS-1123 labels: each starts and ends with a letter or digit (`a..b`,
+    // `a.-b` and `a-.b` are not names the API server takes).
+    if let Some(part) = name.split('.').find(|part| !alnum(part.chars().next()) || !alnum(part.chars().last())) {
+        return Some(format!(
+            "name has the part {part:?} between dots; each must start and end with a lowercase letter or digit"
+        ));
+    }
     None
 }
 
@@ -90,6 +97,14 @@ mod tests {
         assert!(invalid_object_name("Backup").is_some());
         assert!(invalid_object_name("-a").is_some());
         assert!(invalid_object_name(&"a".repeat(254)).unwrap().contains("254"));
+        // DNS-1123 subdomains: every part between dots is a label of its own (Kubernetes' IsDNS1123Subdomain).
+        for bad in ["a..b", "a.-b", "a-.b", "a.b-", "a.-"] {
+            assert!(invalid_object_name(bad).is_some(), "{bad}");
+        }
+        for good in ["a.b", "a-b.c-d", "1.2.3", "x--y.z"] {
+            assert!(invalid_object_name(good).is_none(), "{good}");
+        }
+        assert!(invalid_object_name("a..b").unwrap().contains("\"\""), "the empty part is named");
         assert!(invalid_namespace_name("a.b").is_some());
         assert!(invalid_namespace_name(&"a".repeat(64)).is_some());
     }

@@ -40,8 +40,11 @@ impl Provenance {
             backup_name: get(labels::FERRY_BACKUP_NAME)?,
             backup_uid: get(labels::FERRY_BACKUP_UID)?,
         };
-        let whole =
-            !provenance.location.is_empty() && !provenance.backup_name.is_empty() && !provenance.backup_uid.is_empty();
+        // Only the prefix may be empty (a location at the bucket's root): an empty mark on both sides would
+        // otherwise compare equal and prove nothing.
+        let whole = [&provenance.location, &provenance.bucket, &provenance.backup_name, &provenance.backup_uid]
+            .iter()
+            .all(|mark| !mark.is_empty());
         whole.then_some(provenance)
     }
 
@@ -83,8 +86,16 @@ mod tests {
             partial.as_object_mut().unwrap().remove(missing);
             assert!(Provenance::of(&meta(ours.clone(), partial)).is_none(), "{missing}");
         }
-        let mut empty_uid = all;
-        empty_uid[labels::FERRY_BACKUP_UID] = "".into();
-        assert!(Provenance::of(&meta(ours, empty_uid)).is_none());
+        // Every mark but the prefix must be non-empty, the bucket too.
+        for key in [
+            labels::FERRY_BACKUP_UID,
+            labels::FERRY_SOURCE_BUCKET,
+            labels::FERRY_SOURCE_LOCATION,
+            labels::FERRY_BACKUP_NAME,
+        ] {
+            let mut empty = all.clone();
+            empty[key] = "".into();
+            assert!(Provenance::of(&meta(ours.clone(), empty)).is_none(), "{key}");
+        }
     }
 }

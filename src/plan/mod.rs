@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::{self, CatalogBackup, CatalogError, Location, LocationCatalog};
-use crate::model::{Backup, BackupStorageLocation, Inventory, Kind, Object};
+use crate::model::{Backup, BackupStorageLocation, Inventory, Kind, Object, PodVolumeBackup};
 use crate::resolve::{NamespaceMappings, Owner, owner_of};
 use inventory_index::InventoryIndex;
 
@@ -275,8 +275,37 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
             items.extend(plan_backup(&target, backup, mappings));
         }
     }
+    one_pod_volume_backup_per_name(&mut items);
     items.extend(retirement::plan(locations, cluster, options));
     ClusterPlan { cluster: cluster.name.clone(), items }
+}
+
+/// One name is one PVB in a cluster's Velero namespace: a name that two backups' PVB files both hold (Velero
+/// names PVBs after their backup, so only a hand-made or hostile file does this) is created for the first backup
+/// in plan order and a reported conflict for every other — never applied over the first, whose restore reads it.
+fn one_pod_volume_backup_per_name(items: &mut [PlanItem]) {
+    let mut first: BTreeMap<String, String> = BTreeMap::new();
+    for item in items.iter_mut() {
+        if item.kind != PodVolumeBackup::KIND || !matches!(item.action, Action::Create | Action::Wait) {
+            continue;
+        }
+        match first.get(&item.name) {
+            None => {
+                first.insert(item.name.clone(), item.backup.clone());
+            }
+            Some(owner) if *owner == item.backup => {}
+            Some(owner) => {
+                item.reason = Some(format!(
+                    "PodVolumeBackup {:?} is in backup {owner:?}'s PVB file too, which is planned first; one name is \
+                     one PodVolumeBackup on a cluster, so backup {:?}'s is left out (its restore lacks this volume)",
+                    item.name, item.backup
+                ));
+                item.action = Action::Conflict;
+                item.waits_for = None;
+                item.object = None;
+            }
+        }
+    }
 }
 
 /// A BSL through which the cluster gets nothing, with the reason (an Event on the BSL, a line in status).
@@ -356,22 +385,40 @@ pub fn plan_backup(target: &Target<'_>, entry: &CatalogBackup, mappings: &Namesp
 }
 
 /// A backup whose PVB file is unusable is still materialized (Velero's sync does the same): its Backup item
-/// says that its volume data cannot be restored until the file is readable.
-fn note_unusable_pod_volume_backups(items: &mut [PlanItem], target: &Target<'_>, entry: &CatalogBackup, error: &str) {
+/// says that its volume data cannot be restored until the file is readable. A Backup that exists already has
+/// no item to carry that, so it gets one: WAIT for the readable file (the agent holds it, nothing is written).
+fn note_unusable_pod_volume_backups(
+    items: &mut Vec<PlanItem>,
+    target: &Target<'_>,
+    entry: &CatalogBackup,
+    error: &str,
+) {
     let key = catalog::Layout::new(&target.location.prefix).key(&entry.name, catalog::BackupFile::PodVolumeBackups);
     let note = format!(
         "its PVB file {key} is unusable ({error}): no PodVolumeBackups are materialized, so a restore brings its \
          file-system volumes back empty until the file is readable"
     );
-    let backup_item = items
-        .iter_mut()
-        .find(|i| i.kind == Backup::KIND && i.name == entry.name && matches!(i.action, Action::Create | Action::Wait));
+    let about_backup = |i: &PlanItem| i.kind == Backup::KIND && i.name == entry.name;
+    let backup_item = items.iter_mut().find(|i| about_backup(i) && matches!(i.action, Action::Create | Action::Wait));
     if let Some(item) = backup_item {
         item.reason = Some(match item.reason.take() {
             Some(reason) => format!("{reason}; {note}"),
             None => note,
         });
+        return;
     }
+    // Already said (a tenant's NAB held for the file), or the Backup is refused or someone else's.
+    let said = items.iter().any(|i| matches!(i.waits_for, Some(Prerequisite::ReadablePodVolumeBackups { .. })));
+    if said || items.iter().any(about_backup) {
+        return;
+    }
+    let reason = format!(
+        "Backup {} exists here; its PVB file {key} is unusable ({error}): PodVolumeBackups this cluster lacks are \
+         not materialized, so a restore may bring its file-system volumes back empty until the file is readable",
+        entry.name
+    );
+    let waits_for = Some(Prerequisite::ReadablePodVolumeBackups { key });
+    items.push(PlanItem::about_backup(Action::Wait, target, &entry.name, reason, waits_for));
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ struct Made<'a> {
     namespace: &'a str,
     name: &'a str,
     provenance: Provenance,
-    /// The BSL a Backup or PVB is bound to (none for a NAB).
+    /// The BSL a Backup or PVB is bound to; for a NAB, the BSL of ferry's Backup CR of the same backup.
     bsl: Option<&'a str>,
     /// A NAC backup's CR or PVB (its NAB goes first).
     tenant: bool,
@@ -66,6 +66,13 @@ struct Made<'a> {
 
 fn made_objects<'a>(cluster: &'a ClusterState) -> Vec<Made<'a>> {
     let inventory = &cluster.inventory;
+    // A NAB names no BSL: it is read through its Backup CR's (ferry's, of the same provenance), so a re-pointed
+    // BSL retires the NAB too — first, and the CR and PVBs that wait for it after.
+    let cr_bsl: BTreeMap<Provenance, &'a str> = inventory
+        .backups
+        .iter()
+        .filter_map(|b| Some((Provenance::of(b.meta())?, b.view.spec.storage_location.as_str())))
+        .collect();
     let mut made = Vec::new();
     let mut push = |kind, object: &'a dyn MadeView, bsl: Option<&'a str>, tenant: bool| {
         if let Some(provenance) = Provenance::of(object.meta_ref()) {
@@ -88,7 +95,8 @@ fn made_objects<'a>(cluster: &'a ClusterState) -> Vec<Made<'a>> {
         push("PodVolumeBackup", p, Some(p.view.spec.backup_storage_location.as_str()), false);
     }
     for n in &inventory.non_admin_backups {
-        push(NonAdminBackup::KIND, n, None, false);
+        let bsl = Provenance::of(n.meta()).and_then(|p| cr_bsl.get(&p).copied());
+        push(NonAdminBackup::KIND, n, bsl, false);
     }
     made
 }
@@ -448,5 +456,31 @@ mod tests {
         let retire: Vec<_> = items.iter().filter(|i| i.action == Action::Retire).collect();
         assert_eq!(retire.len(), 1, "{items:#?}");
         assert!(retire[0].reason.as_deref().unwrap().contains("now points at bucket"), "{:?}", retire[0].reason);
+    }
+
+    /// Issue 29 (1): a NAB names no BSL, but is read through its Backup CR's; re-pointing that BSL retires the
+    /// tenant's backup too: the NAB first, then (once it is gone) the Backup CR and its PVBs.
+    #[test]
+    fn a_bsl_pointed_at_another_bucket_retires_a_tenants_nab_then_its_backup_cr() {
+        let nac = super::super::tests::nac_entry();
+        let t = converged(std::slice::from_ref(&nac), vec![bsl("b-bsl", "velero"), ns("team-a")]);
+        assert_eq!((t.inventory.non_admin_backups.len(), t.inventory.backups.len()), (1, 1));
+        let mut moved = t.clone();
+        moved.inventory.storage_locations = vec![Object::from_value(bsl("b-bsl", "elsewhere")).unwrap()];
+        let mut locations = catalog(vec![nac.clone()]);
+        let (watched, present) = watched_keys(&locations[0], [&moved]);
+        for i in 0..3u64 {
+            let at = now() - Duration::from_secs(700 - i);
+            locations[0].absences.record(&watched, |k| present.contains(k), false, at);
+        }
+        let items = plan_cluster(&locations, &moved, &identity(), &options(RetireMode::Delete)).items;
+        assert_eq!(kinds(&items), [(Action::Retire, "NonAdminBackup", "nightly")], "{items:#?}");
+        assert!(retiring(&items)[0].reason.as_deref().unwrap().contains("now points at bucket"));
+        let mut nab_gone = moved.clone();
+        nab_gone.inventory.non_admin_backups.clear();
+        let items = plan_cluster(&locations, &nab_gone, &identity(), &options(RetireMode::Delete)).items;
+        let retired = kinds(&items);
+        assert_eq!(retired[0], (Action::Retire, "Backup", nac.name.as_str()), "{retired:?}");
+        assert!(retired[1..].iter().all(|(_, kind, _)| *kind == "PodVolumeBackup") && retired.len() > 1, "{retired:?}");
     }
 }

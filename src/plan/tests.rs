@@ -602,6 +602,31 @@ fn pvb_labels_are_set_for_their_own_backup_and_a_name_listed_twice_is_reported()
     assert_eq!(labels[labels::VELERO_BACKUP_UID], "b-uid");
 }
 
+/// Issue 29 (3): one PVB name in the PVB files of two backups is created once, for the first backup, and a
+/// reported conflict for the other (never sent to be applied over the first).
+#[test]
+fn one_pvb_name_in_two_backups_is_one_create_and_a_reported_conflict() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    let mut borrowed = pvb("second", 0);
+    borrowed["metadata"]["name"] = "first-pvb0".into();
+    let first = entry_with_pvbs(admin_backup("first", "Completed"), vec![pvb("first", 0)]);
+    let second = entry_with_pvbs(admin_backup("second", "Completed"), vec![borrowed, pvb("second", 1)]);
+    let items = run(vec![first, second], &t, &identity());
+    let pvbs: Vec<_> = items.iter().filter(|i| i.kind == "PodVolumeBackup").collect();
+    let seen: Vec<_> = pvbs.iter().map(|i| (i.action, i.name.as_str(), i.backup.as_str())).collect();
+    assert_eq!(
+        seen,
+        [
+            (Action::Wait, "first-pvb0", "first"),
+            (Action::Conflict, "first-pvb0", "second"),
+            (Action::Wait, "second-pvb1", "second"),
+        ]
+    );
+    let reason = pvbs[1].reason.as_deref().unwrap();
+    assert!(reason.contains("backup \"first\"'s PVB file too") && reason.contains("left out"), "{reason}");
+    assert!(pvbs[1].object.is_none() && pvbs[1].waits_for.is_none(), "nothing to apply");
+}
+
 #[test]
 fn one_backup_name_in_two_locations_is_one_create_and_a_reported_conflict() {
     let mut t = cluster(vec![bsl("b-bsl", "velero"), bsl("b-bsl-2", "velero/other")]);
@@ -737,6 +762,27 @@ fn an_unusable_pvb_file_keeps_the_admin_backup_and_says_its_volumes_are_missing(
     assert!(reason.contains("invalid gzip header") && reason.contains("volumes back empty"), "{reason}");
 }
 
+/// Issue 29 (6): the Backup exists already (Velero's sync, or ferry before the file broke): the plan still says
+/// that its volume data is missing, in an item of its own that the agent only holds.
+#[test]
+fn an_unusable_pvb_file_is_reported_when_the_backup_exists_already() {
+    let existing = backup_cr("b-uid", admin_backup("daily-1", "Completed"));
+    let t = cluster(vec![bsl("b-bsl", "velero"), existing]);
+    let items = run(vec![with_unusable_pvb_file(entry(admin_backup("daily-1", "Completed"), 2))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Wait, "Backup", "velero", "daily-1")]);
+    assert!(items[0].object.is_none(), "nothing to apply");
+    let reason = items[0].reason.as_deref().unwrap();
+    assert!(reason.contains("exists here") && reason.contains("invalid gzip header"), "{reason}");
+    let waits = items[0].waits_for.as_ref().unwrap().to_string();
+    assert!(waits.contains("velero/backups/daily-1/daily-1-podvolumebackups.json.gz"), "{waits}");
+    // Someone else's Backup of that name: the conflict is the item, no second one about the file.
+    let mut foreign = backup_cr("b-uid", admin_backup("daily-1", "Completed"));
+    foreign["spec"]["storageLocation"] = "local".into();
+    let t = cluster(vec![bsl("b-bsl", "velero"), foreign]);
+    let items = run(vec![with_unusable_pvb_file(entry(admin_backup("daily-1", "Completed"), 2))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Conflict, "Backup", "velero", "daily-1")]);
+}
+
 #[test]
 fn an_unusable_pvb_file_holds_a_tenants_nab_and_with_it_the_backup_cr() {
     let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a")]);
@@ -756,9 +802,14 @@ fn an_unusable_pvb_file_holds_a_tenants_nab_and_with_it_the_backup_cr() {
     // A NAB that exists already stays done: nothing is held that the tenant has.
     let nab = json!({"kind": "NonAdminBackup", "metadata": {"name": "nightly", "namespace": "team-a",
         "labels": {labels::NAB_SYNCED_FROM_NACUUID: NACUUID}}, "spec": {"backupSpec": {}}});
-    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), nab]);
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), nab.clone()]);
     let items = run(vec![with_unusable_pvb_file(entry(nac_backup("Completed"), 1))], &t, &identity());
     assert_eq!(summary(&items), [(Action::Create, "Backup", "velero", NACUUID)]);
+    // And with its Backup CR there too, the file is still reported (issue 29, 6).
+    let cr = backup_cr("t-uid", nac_backup("Completed"));
+    let t = cluster(vec![bsl("b-bsl", "velero"), ns("team-a"), nab, cr]);
+    let items = run(vec![with_unusable_pvb_file(entry(nac_backup("Completed"), 1))], &t, &identity());
+    assert_eq!(summary(&items), [(Action::Wait, "Backup", "velero", NACUUID)]);
 }
 
 // === Drift of ferry's own NABs is reported, never re-applied ===

@@ -44,8 +44,13 @@ impl ProtectedNamespaces {
         if let Some(prefix) = PROTECTED_PREFIXES.iter().find(|p| namespace.starts_with(*p)) {
             return Some(format!("{namespace:?} is protected ({prefix}* namespaces belong to the platform)"));
         }
+        // Every configured cluster's Velero namespace, on every cluster: a mapping into `openshift-adp` is as
+        // wrong on a cluster whose own Velero lives in `velero` (the namespace may hold OADP later, or a copy).
         if self.velero_namespaces.get(cluster).is_some_and(|v| v == namespace) {
             return Some(format!("{namespace:?} is the Velero/OADP namespace of cluster {cluster:?}"));
+        }
+        if let Some((other, _)) = self.velero_namespaces.iter().find(|(_, v)| *v == namespace) {
+            return Some(format!("{namespace:?} is the Velero/OADP namespace of cluster {other:?}"));
         }
         if self.listed.contains(namespace) {
             return Some(format!("{namespace:?} is listed in protectedNamespaces"));
@@ -69,7 +74,7 @@ pub enum MappingError {
 /// Why a prefix rule could rewrite some namespace into a protected one, or `None`. A rewritten name is
 /// `add` + the rest, and the rest can be anything: so the rule reaches a protected name when that name starts
 /// with `add`, and a protected prefix when either of the two starts with the other.
-fn prefix_reaches_protected(p: &PrefixRewrite, protected: &ProtectedNamespaces, target: &str) -> Option<String> {
+fn prefix_reaches_protected(p: &PrefixRewrite, protected: &ProtectedNamespaces) -> Option<String> {
     if p.strip.is_empty() && p.add.is_empty() {
         return None;
     }
@@ -78,7 +83,7 @@ fn prefix_reaches_protected(p: &PrefixRewrite, protected: &ProtectedNamespaces, 
         .iter()
         .map(|n| n.to_string())
         .chain(protected.listed.iter().cloned())
-        .chain(protected.velero_namespaces.get(target).cloned());
+        .chain(protected.velero_namespaces.values().cloned());
     for name in names {
         if let Some(rest) = name.strip_prefix(add) {
             let source = format!("{}{rest}", p.strip);
@@ -126,7 +131,7 @@ impl NamespaceMappings {
                 }
             }
             if let Some(p) = &m.prefix
-                && let Some(reason) = prefix_reaches_protected(p, &protected, &m.to)
+                && let Some(reason) = prefix_reaches_protected(p, &protected)
             {
                 return Err(MappingError::ProtectedPrefix {
                     from: m.from.clone(),
@@ -219,6 +224,20 @@ mod tests {
         // Identity into a protected namespace is refused too: a tenant backup claiming `default` gets nowhere.
         assert!(m.target_namespace("x", "c", "velero").is_err());
         assert!(m.target_namespace("a", "b", "kube-system").unwrap_err().0.contains("protected"));
+    }
+
+    /// docs/configuration.md: every configured cluster's `veleroNamespace` is protected on every cluster.
+    #[test]
+    fn any_clusters_velero_namespace_is_protected_on_every_cluster() {
+        // `velero` is cluster c's Velero namespace; b's is openshift-adp.
+        let err = NamespaceMappings::new(vec![mapping(&[("team-a", "velero")], None)], protected()).unwrap_err();
+        assert!(err.to_string().contains("Velero/OADP namespace of cluster \"c\""), "{err}");
+        let prefix = NamespaceMappings::new(vec![mapping(&[], Some(("team-", "vel")))], protected()).unwrap_err();
+        assert!(matches!(prefix, MappingError::ProtectedPrefix { .. }), "{prefix}");
+        let m = NamespaceMappings::new(vec![], protected()).unwrap();
+        let refusal = m.target_namespace("a", "b", "velero").unwrap_err();
+        assert!(refusal.0.contains("of cluster \"c\""), "{}", refusal.0);
+        assert_eq!(m.target_namespace("a", "b", "team-a").unwrap(), "team-a");
     }
 
     #[test]
