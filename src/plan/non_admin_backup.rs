@@ -268,9 +268,9 @@ fn origin_mismatch(target: &Target<'_>, entry: &CatalogBackup, target_ns: &str) 
         return Some(format!(
             "Velero's own backup sync on {cluster} created Backup {ns}/{name} from BSL {bsl:?} with the unmapped \
              origin namespace {origin:?}, so NAC refuses a NonAdminBackup in {target_ns:?}: when namespaces are \
-             mapped, Velero's sync must be off for that BSL (velero server --backup-sync-period=0, or give ferry a \
-             BSL of its own); then delete Backup {ns}/{name} (not with `velero backup delete`, which would delete \
-             the backup's data) and ferry re-creates it mapped",
+             mapped, Velero's sync must be off for that BSL (spec.backupSyncPeriod: 0s on it, or velero server \
+             --backup-sync-period=0, or give ferry a BSL of its own); then delete Backup {ns}/{name} (not with \
+             `velero backup delete`, which would delete the backup's data) and ferry re-creates it mapped",
             cluster = target.cluster.name,
             name = entry.name,
         ));

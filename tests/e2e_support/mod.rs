@@ -6,6 +6,7 @@
 
 #[path = "../http_support/mod.rs"]
 mod http_support;
+pub mod scripted_coordinator;
 pub mod velero;
 #[allow(unused_imports)] // not every e2e test reads a side port
 pub use http_support::{http_get, http_response};
