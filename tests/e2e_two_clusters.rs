@@ -416,6 +416,9 @@ async fn two_clusters_end_to_end() {
     })
     .await;
     assert!(nabs_synced_from(&b, &raced).await.is_empty(), "no NAB that NAC would refuse");
+    // And in `ferry describe backup`, beside the backup's other items on b.
+    let described = describe_backup(&ferry, &raced, "json");
+    assert!(described.contains("Velero's own backup sync") && described.contains("backupSyncPeriod"), "{described}");
     // The admin follows the advice: deletes the unmapped CR; ferry re-creates it mapped, and the NAB follows.
     backups(&b).delete(&raced, &Default::default()).await.expect("delete Velero's unmapped Backup");
     let remapped = eventually("the raced backup re-created mapped", WAIT, || async {
