@@ -50,8 +50,9 @@ pub const DEFAULT_APPLY_CONCURRENCY: usize = 32;
 struct Pass<'a> {
     set: &'a DesiredSet,
     /// Objects read or written in this pass (prerequisites, and what was just created: a PVB takes its Backup's
-    /// UID from the create response, not from the watch).
-    live: Mutex<HashMap<ObjectKey, Value>>,
+    /// UID from the create response, not from the watch), as JSON text: a pass of 30,000 creates held as
+    /// `Value`s with their managedFields cost more than the rest of the agent.
+    live: Mutex<HashMap<ObjectKey, Box<[u8]>>>,
     memory: Mutex<&'a mut Memory>,
     /// What was created, per backup and namespace, for one Event each (not one per object).
     created: Mutex<BTreeMap<(String, String), Created>>,
@@ -75,11 +76,26 @@ impl Pass<'_> {
     }
 
     fn live(&self, key: &ObjectKey) -> Option<Value> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.get(key).and_then(|text| serde_json::from_slice(text).ok())
     }
 
-    fn remember(&self, r: &ObjectRef, object: Value) {
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(ObjectKey::of_ref(r), object);
+    /// Keeps what later items of the pass read of `object`: a Backup or BSL whole but for its managedFields (the
+    /// guard judges PVBs and NABs against it); of anything else only that it exists, and its UID.
+    fn remember(&self, r: &ObjectRef, mut object: Value) {
+        let kept = match r.kind.as_str() {
+            "Backup" | "BackupStorageLocation" => {
+                if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("managedFields");
+                }
+                object
+            }
+            _ => serde_json::json!({"metadata": {
+                "name": r.name, "namespace": r.namespace,
+                "uid": object.pointer("/metadata/uid").cloned().unwrap_or(Value::Null)}}),
+        };
+        let text = serde_json::to_vec(&kept).unwrap_or_default().into_boxed_slice();
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).insert(ObjectKey::of_ref(r), text);
     }
 
     fn conflict(&self, r: &ObjectRef, note: &str) {
@@ -410,8 +426,8 @@ fn other_provenance(desired: &Value, existing: &Value) -> Option<String> {
 }
 
 /// Whether an object someone else made is the very object ferry wanted: a Backup of the same name bound to the
-/// same storage location, with the same NAC marks; a NAB in the same namespace synced from the same NACUUID; a PVB labelled for the same
-/// backup (name and UID).
+/// same storage location, with the same NAC marks; a NAB in the same namespace synced from the same NACUUID; a
+/// PVB labelled for the same backup (name and UID).
 fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
     let text = |v: &Value, pointer: &str| v.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     let same = |a: Option<String>, b: Option<String>| a.is_some() && a == b;
