@@ -803,6 +803,19 @@ mod tests {
         assert_eq!(api.stored("NonAdminBackup", "n").unwrap(), rewritten_nab);
         assert_eq!(api.stored("Backup", "b").unwrap(), rewritten_backup);
         assert_eq!(api.stored("PodVolumeBackup", "p1").unwrap(), other_backups, "another backup's PVB stays");
+
+        // Ferry's own Backup of another location, on the same BSL: not "the same backup" as Velero's sync would
+        // make it (that rule is for objects someone else made), but another provenance, left untouched.
+        let api = cluster();
+        let mut elsewhere = objects::stored(ours("Backup", "b"), "uid-b");
+        elsewhere["metadata"]["annotations"][labels::FERRY_SOURCE_LOCATION] = "other-location".into();
+        api.put(elsewhere.clone());
+        let set = set_of(vec![item(DesiredAction::Create, "Backup", "b", &[], Some(ours("Backup", "b")))]);
+        let results = reconcile(&api, &guard(), &set, &mut Memory::default()).await;
+        let b = outcome_of(&results, "b");
+        assert_eq!(b.outcome, ApplyOutcome::Conflict as i32, "{b:?}");
+        assert!(b.message.contains(labels::FERRY_SOURCE_LOCATION), "{b:?}");
+        assert_eq!(api.stored("Backup", "b").unwrap(), elsewhere);
     }
 
     #[test]
