@@ -184,6 +184,8 @@ fn every_object_carries_ferrys_marks_and_nothing_that_outlives_them() {
     }
     let empty_uid = edited(&b, |b| b["metadata"]["annotations"][labels::FERRY_BACKUP_UID] = "".into());
     expect(sent(&guard(), &empty_uid, vec![]), labels::FERRY_BACKUP_UID, "an empty backup UID");
+    let numeric_prefix = edited(&b, |b| b["metadata"]["annotations"][labels::FERRY_SOURCE_PREFIX] = json!(7));
+    expect(sent(&guard(), &numeric_prefix, vec![]), labels::FERRY_SOURCE_PREFIX, "a prefix that is no string");
     let empty_prefix = edited(&b, |b| b["metadata"]["annotations"][labels::FERRY_SOURCE_PREFIX] = "".into());
     assert_eq!(sent(&guard(), &empty_prefix, vec![]), None, "a location at the bucket's root has no prefix");
     let finalized = edited(&b, |b| b["metadata"]["finalizers"] = json!(["example.com/hold"]));
@@ -235,6 +237,9 @@ fn a_backup_is_ferrys_own_bound_to_its_location_with_consistent_tenant_marks() {
     expect(sent(&mapping_guard(), &crossed, vec![]), "does not allow mapping", "only the pair allowed here");
     let into_kube = objects::tenant_backup("team-a", "nightly", "kube-public");
     expect(sent(&mapping_guard(), &into_kube, vec![]), "protected", "mapped into a protected namespace");
+    // The Velero namespace is never a tenant's, not even by the identity mapping.
+    let in_velero = objects::tenant_backup("velero", "nightly", "velero");
+    expect(sent(&g, &in_velero, vec![]), "Velero/OADP namespace", "a tenant backup of the Velero namespace");
     let wider = edited(&objects::tenant_backup("team-a", "nightly", "team-a"), |b| {
         b["spec"]["includedNamespaces"] = json!(["team-a", "velero"]);
     });
