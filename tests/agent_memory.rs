@@ -13,8 +13,12 @@ use serde_json::{Value, json};
 #[path = "support/counting_allocator.rs"]
 mod counting_allocator;
 
+/// The allocator's count is the process's: one measurement at a time.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_agents_index_holds_about_its_json_per_object() {
+    let _one_at_a_time = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     const N: usize = 1000;
     // Backups and PVBs as the agent's watch delivers them (managedFields dropped), each as an inventory item.
     let objects: Vec<Value> = (0..N)
@@ -51,4 +55,35 @@ fn the_agents_index_holds_about_its_json_per_object() {
     // Measured: the text and a map entry, against ~5× the text as Values.
     assert!(per_object <= wire + 300, "the index holds {per_object} B per object of {wire} B");
     assert!(per_object * 3 < per_value, "{per_object} B is not well under a Value's {per_value} B");
+}
+
+/// What the agent's mirror (the inventory it resends after a reconnect, `agent/client.rs`) saves per object by
+/// keeping items without the labels and annotations lifted out of their JSON.
+#[test]
+fn the_mirror_keeps_items_without_their_lifted_maps() {
+    let _one_at_a_time = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    const N: usize = 1000;
+    let objects: Vec<Value> = (0..N)
+        .map(|i| {
+            let mut backup = fixture::admin_backup_json(&format!("daily-{i}"), BackupPhase::Completed, "default");
+            backup["metadata"]["namespace"] = json!("velero");
+            backup
+        })
+        .collect();
+    let before = counting_allocator::live();
+    let whole: Vec<_> = objects.iter().map(|o| inventory_item("Backup", o)).collect();
+    let per_whole = (counting_allocator::live() - before) as usize / N;
+    let before = counting_allocator::live();
+    let kept: Vec<_> = whole
+        .iter()
+        .map(|i| ferry::grpc::proto::InventoryItem {
+            labels: Default::default(),
+            annotations: Default::default(),
+            ..i.clone()
+        })
+        .collect();
+    let per_kept = (counting_allocator::live() - before) as usize / N;
+    eprintln!("mirror: {per_kept} B per Backup kept, {per_whole} B with its lifted maps");
+    assert!(per_kept + 400 < per_whole, "{per_kept} B kept against {per_whole} B");
+    drop(kept);
 }

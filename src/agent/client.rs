@@ -185,6 +185,8 @@ impl AgentClient {
 struct Mirror {
     /// Types in the order they were first published (the coordinator gets snapshots in that order).
     types: Vec<ResourceType>,
+    /// Each item without its lifted labels and annotations ([`kept`]): they are in its JSON, and are lifted again
+    /// when resent. Held for every object of the cluster, for as long as the agent runs.
     objects: BTreeMap<(String, String), BTreeMap<(String, String), InventoryItem>>,
     last_result: Option<ApplyResult>,
     /// What the cluster serves, for `Hello`.
@@ -200,7 +202,7 @@ impl Mirror {
                 if !self.types.iter().any(|t| t.group == resource.group && t.kind == resource.kind) {
                     self.types.push(resource.clone());
                 }
-                let objects = items.iter().map(|i| ((i.namespace.clone(), i.name.clone()), i.clone())).collect();
+                let objects = items.iter().map(|i| ((i.namespace.clone(), i.name.clone()), kept(i))).collect();
                 self.objects.insert(key, objects);
                 AgentBody::Snapshot(Snapshot { items, resource: Some(resource), last: true, more: false })
             }
@@ -210,7 +212,7 @@ impl Mirror {
                     self.objects
                         .entry(key)
                         .or_default()
-                        .insert((item.namespace.clone(), item.name.clone()), item.clone());
+                        .insert((item.namespace.clone(), item.name.clone()), kept(item));
                 }
                 AgentBody::Delta(Delta { upserts: items, deletes: Vec::new() })
             }
@@ -242,7 +244,7 @@ impl Mirror {
             .enumerate()
             .map(|(index, t)| {
                 let items = self.objects.get(&(t.group.clone(), t.kind.clone()));
-                let items = items.map(|m| m.values().cloned().collect()).unwrap_or_default();
+                let items = items.map(|m| m.values().map(resent).collect()).unwrap_or_default();
                 AgentBody::Snapshot(Snapshot {
                     items,
                     resource: Some(t.clone()),
@@ -254,6 +256,18 @@ impl Mirror {
         messages.extend(self.last_result.clone().map(AgentBody::ApplyResult));
         messages
     }
+}
+
+/// `item` as the mirror keeps it: without the labels and annotations lifted out of its JSON (~1 KB an object).
+fn kept(item: &InventoryItem) -> InventoryItem {
+    InventoryItem { labels: Default::default(), annotations: Default::default(), ..item.clone() }
+}
+
+/// A kept item as it was sent: its labels and annotations lifted from its JSON again.
+fn resent(item: &InventoryItem) -> InventoryItem {
+    let Ok(object) = serde_json::from_slice::<serde_json::Value>(&item.raw_json) else { return item.clone() };
+    let lifted = crate::grpc::convert::inventory_item(&item.kind, &object);
+    InventoryItem { labels: lifted.labels, annotations: lifted.annotations, ..item.clone() }
 }
 
 /// How a stream ended.
@@ -495,4 +509,39 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = e.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::convert::{inventory_item, watched_types};
+
+    /// The mirror keeps items without their lifted labels and annotations, and resends them exactly as sent.
+    #[test]
+    fn the_mirror_resends_what_was_sent_and_keeps_less() {
+        let backup = serde_json::json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+            "metadata": {"name": "daily-1", "namespace": "velero", "uid": "u1", "resourceVersion": "7",
+                "labels": {"velero.io/storage-location": "dr"}, "annotations": {"ferry.dev/backup-name": "daily-1"}},
+            "spec": {"storageLocation": "dr"}});
+        let sent = inventory_item("Backup", &backup);
+        assert!(!sent.labels.is_empty() && !sent.annotations.is_empty());
+        let resource = watched_types().into_iter().find(|t| t.kind == "Backup").expect("watched");
+        let mut mirror = Mirror::default();
+        mirror.apply(Command::Snapshot(resource, vec![sent.clone()]));
+        let upserted = InventoryItem { name: "daily-2".into(), ..inventory_item("Backup", &backup) };
+        mirror.apply(Command::Upsert(vec![upserted]));
+        let held = mirror.objects.values().flat_map(|m| m.values());
+        assert!(held.clone().all(|i| i.labels.is_empty() && i.annotations.is_empty()), "kept without the maps");
+        assert_eq!(held.count(), 2);
+        let resent: Vec<InventoryItem> = mirror
+            .resync_messages()
+            .into_iter()
+            .flat_map(|m| match m {
+                AgentBody::Snapshot(s) => s.items,
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(resent[0], sent, "resent as it was sent");
+        assert_eq!(resent[1].labels, sent.labels);
+    }
 }
