@@ -58,7 +58,7 @@ M=[
 ('src/agent/retire.rs','if !guard.policy().allow_retirement {','if false {'),
 ('src/agent/retire.rs','            (Some(p), Some(l)) if p == l && (!p.is_empty() || key == labels::FERRY_SOURCE_PREFIX) => {}','            _ => {}'),
 ('src/agent/retire.rs','p == l && (!p.is_empty() || key == labels::FERRY_SOURCE_PREFIX)','p == l'),
-('src/agent/reconcile.rs','mark(desired) == mark(existing)','true'),
+('src/agent/reconcile.rs','false => annotation(desired, key) == annotation(existing, key),','false => true,'),
 ('src/agent/reconcile.rs','if let Some(why) = pass.conflict_of(prerequisite) {','if let Some(why) = pass.conflict_of(prerequisite).filter(|_| false) {'),
 ('src/agent/retire.rs','if p.is_none() || p != l {','if false {'),
 ('src/agent/retire.rs','if !is_ferry_managed_json(live) {','if false {'),

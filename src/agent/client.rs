@@ -20,6 +20,7 @@ use tonic::transport::{ClientTlsConfig, Endpoint};
 
 use crate::grpc::backoff::{Backoff, unit_random};
 use crate::grpc::chunks::{self, CHUNKED_DESIRED_SETS, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::grpc::convert::lifted_map;
 use crate::grpc::coordinator_identity::{CoordinatorIdentity, StrictConnector, StrictError, strict_client_config};
 use crate::grpc::identity::DEV_IDENTITY_HEADER;
 use crate::grpc::proto::agent_message::Body as AgentBody;
@@ -260,14 +261,28 @@ impl Mirror {
 
 /// `item` as the mirror keeps it: without the labels and annotations lifted out of its JSON (~1 KB an object).
 fn kept(item: &InventoryItem) -> InventoryItem {
-    InventoryItem { labels: Default::default(), annotations: Default::default(), ..item.clone() }
+    InventoryItem {
+        group: item.group.clone(),
+        version: item.version.clone(),
+        kind: item.kind.clone(),
+        namespace: item.namespace.clone(),
+        name: item.name.clone(),
+        uid: item.uid.clone(),
+        resource_version: item.resource_version.clone(),
+        labels: Default::default(),
+        annotations: Default::default(),
+        raw_json: item.raw_json.clone(),
+    }
 }
 
 /// A kept item as it was sent: its labels and annotations lifted from its JSON again.
 fn resent(item: &InventoryItem) -> InventoryItem {
     let Ok(object) = serde_json::from_slice::<serde_json::Value>(&item.raw_json) else { return item.clone() };
-    let lifted = crate::grpc::convert::inventory_item(&item.kind, &object);
-    InventoryItem { labels: lifted.labels, annotations: lifted.annotations, ..item.clone() }
+    InventoryItem {
+        labels: lifted_map(&object, "/metadata/labels"),
+        annotations: lifted_map(&object, "/metadata/annotations"),
+        ..item.clone()
+    }
 }
 
 /// How a stream ended.

@@ -18,6 +18,7 @@ use super::guard::{Guard, Related};
 use super::order::apply_layers;
 use crate::grpc::convert::ObjectKey;
 use crate::grpc::proto::{ApplyOutcome, DesiredAction, DesiredItem, DesiredSet, ItemResult, ObjectRef};
+use crate::model::json_meta::{annotation, label};
 use crate::model::labels;
 use crate::model::ownership::is_ferry_managed_json;
 use crate::model::provenance::ANNOTATION_KEYS as PROVENANCE_KEYS;
@@ -304,7 +305,7 @@ async fn apply_item(
                 pass.record_created(item, r, &created, &object);
                 if let Some(hint) = annotation(&object, labels::FERRY_RESTORE_HINT) {
                     let uid = created.pointer("/metadata/uid").and_then(Value::as_str);
-                    pass.warning(api, r, uid, "FerryNamespaceMapped", &hint).await;
+                    pass.warning(api, r, uid, "FerryNamespaceMapped", hint).await;
                 }
                 pass.remember(r, created);
                 (ApplyOutcome::Applied, String::new())
@@ -334,20 +335,13 @@ async fn refuse(api: &dyn ClusterApi, pass: &Pass<'_>, r: &ObjectRef, why: &str)
     (ApplyOutcome::Refused, note)
 }
 
-/// `r` as this pass or the cluster has it (remembered for the rest of the pass).
+/// `r` as this pass made or found it, else as the cluster has it. What the cluster has is not copied into the
+/// pass: the agent reads it from its watch index, which stays as it is for the pass.
 async fn read(api: &dyn ClusterApi, pass: &Pass<'_>, r: &ObjectRef) -> Result<Option<Value>, (ApplyOutcome, String)> {
-    let key = ObjectKey::of_ref(r);
-    if let Some(found) = pass.live(&key) {
+    if let Some(found) = pass.live(&ObjectKey::of_ref(r)) {
         return Ok(Some(found));
     }
-    match api.get(r).await {
-        Ok(Some(found)) => {
-            pass.remember(r, found.clone());
-            Ok(Some(found))
-        }
-        Ok(None) => Ok(None),
-        Err(e) => Err((ApplyOutcome::Failed, format!("reading {}: {e}", describe(r)))),
-    }
+    api.get(r).await.map_err(|e| (ApplyOutcome::Failed, format!("reading {}: {e}", describe(r))))
 }
 
 async fn update_existing(
@@ -399,20 +393,19 @@ async fn update_existing(
 /// A tenant Backup that someone else (Velero's own backup sync) made on the same BSL with another origin namespace
 /// than ferry maps it to: in words that say what to do (docs/operations.md, "Velero's own sync on the target").
 fn unmapped_copy(r: &ObjectRef, desired: &Value, existing: &Value) -> Option<String> {
-    let origin = |v: &Value| annotation(v, labels::NAB_ORIGIN_NAMESPACE);
-    let location = |v: &Value| v.pointer("/spec/storageLocation").and_then(Value::as_str).map(str::to_string);
+    let origin = |v| annotation(v, labels::NAB_ORIGIN_NAMESPACE);
     let (Some(mapped), Some(found)) = (origin(desired), origin(existing)) else { return None };
-    (r.kind == "Backup" && mapped != found && location(desired).is_some() && location(desired) == location(existing))
-        .then(|| {
-            format!(
-                "{} exists with origin namespace {found:?}, not {mapped:?} that this cluster maps the backup to: \
+    let same_location = storage_location(desired).is_some() && storage_location(desired) == storage_location(existing);
+    (r.kind == "Backup" && mapped != found && same_location).then(|| {
+        format!(
+            "{} exists with origin namespace {found:?}, not {mapped:?} that this cluster maps the backup to: \
                  Velero's own backup sync made it from the same BSL, and NAC refuses a NonAdminBackup in {mapped:?} \
                  for it, so none is created; turn Velero's sync off for that BSL (spec.backupSyncPeriod: 0s), then \
                  delete this Backup with kubectl (never `velero backup delete`, which deletes the backup's data) and \
                  ferry creates it mapped",
-                describe(r)
-            )
-        })
+            describe(r)
+        )
+    })
 }
 
 /// Why ferry's `existing` object is not the one `desired` describes (another location, bucket, prefix, backup or
@@ -420,7 +413,7 @@ fn unmapped_copy(r: &ObjectRef, desired: &Value, existing: &Value) -> Option<Str
 fn other_provenance(desired: &Value, existing: &Value) -> Option<String> {
     PROVENANCE_KEYS.iter().find_map(|key| {
         let (want, found) = (annotation(desired, key), annotation(existing, key));
-        let whole = want.is_some() && (*key == labels::FERRY_SOURCE_PREFIX || want.as_deref() != Some(""));
+        let whole = want.is_some() && (*key == labels::FERRY_SOURCE_PREFIX || want != Some(""));
         (!whole || want != found).then(|| format!("its {key} is {found:?}, not {want:?}"))
     })
 }
@@ -429,21 +422,20 @@ fn other_provenance(desired: &Value, existing: &Value) -> Option<String> {
 /// same storage location, with the same NAC marks; a NAB in the same namespace synced from the same NACUUID; a
 /// PVB labelled for the same backup (name and UID).
 fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
-    let text = |v: &Value, pointer: &str| v.pointer(pointer).and_then(Value::as_str).map(str::to_string);
-    let same = |a: Option<String>, b: Option<String>| a.is_some() && a == b;
+    let same = |a: Option<&str>, b: Option<&str>| a.is_some() && a == b;
     match r.kind.as_str() {
         // For a tenant's backup the NAC marks too: Velero's copy of a mapped backup keeps the bucket's origin
         // namespace, and NAC refuses a NAB in the mapped namespace for it.
         "Backup" => {
-            same(text(desired, "/spec/storageLocation"), text(existing, "/spec/storageLocation"))
-                && NAC_MARKS.iter().all(|(is_label, key)| {
-                    let mark = |v: &Value| if *is_label { label(v, key) } else { annotation(v, key) };
-                    mark(desired) == mark(existing)
+            same(storage_location(desired), storage_location(existing))
+                && NAC_MARKS.iter().all(|&(is_label, key)| match is_label {
+                    true => label(desired, key) == label(existing, key),
+                    false => annotation(desired, key) == annotation(existing, key),
                 })
         }
         "NonAdminBackup" => {
             same(label(desired, labels::NAB_SYNCED_FROM_NACUUID), label(existing, labels::NAB_SYNCED_FROM_NACUUID))
-                && text(existing, "/metadata/namespace").as_deref() == Some(r.namespace.as_str())
+                && existing.pointer("/metadata/namespace").and_then(Value::as_str) == Some(r.namespace.as_str())
         }
         "PodVolumeBackup" => {
             same(label(desired, labels::VELERO_BACKUP_NAME), label(existing, labels::VELERO_BACKUP_NAME))
@@ -451,6 +443,10 @@ fn same_backup(r: &ObjectRef, desired: &Value, existing: &Value) -> bool {
         }
         _ => false,
     }
+}
+
+fn storage_location(backup: &Value) -> Option<&str> {
+    backup.pointer("/spec/storageLocation").and_then(Value::as_str)
 }
 
 /// The marks NAC reads on a tenant's Backup: (is a label, key).
@@ -471,24 +467,10 @@ pub fn fill_backup_uid(pvb: &mut Value, uid: &str) {
     }
 }
 
-fn label(object: &Value, key: &str) -> Option<String> {
-    object.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str).map(str::to_string)
-}
-
-fn annotation(object: &Value, key: &str) -> Option<String> {
-    object.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str).map(str::to_string)
-}
-
 fn source_of(object: &Value) -> String {
     let cluster = annotation(object, labels::FERRY_SOURCE_CLUSTER)
-        .or_else(|| {
-            object
-                .pointer("/metadata/labels")
-                .and_then(|l| l.get(labels::FERRY_SOURCE_CLUSTER))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "?".into());
+        .or_else(|| label(object, labels::FERRY_SOURCE_CLUSTER))
+        .unwrap_or("?");
     format!("source cluster {cluster}")
 }
 

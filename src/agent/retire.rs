@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::cluster_api::{ApiError, ClusterApi, describe};
 use super::guard::Guard;
 use crate::grpc::proto::{ApplyOutcome, DesiredItem, ObjectRef};
+use crate::model::json_meta::annotation;
 use crate::model::labels;
 use crate::model::ownership::is_ferry_managed_json;
 
@@ -17,10 +18,6 @@ use crate::model::provenance::ANNOTATION_KEYS as PROVENANCE_KEYS;
 
 fn text<'v>(object: &'v Value, pointer: &str) -> Option<&'v str> {
     object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
-}
-
-fn annotation<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
-    object.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str)
 }
 
 /// Why `live` must not be deleted for a RETIRE item planned on `planned`, or `None`.

@@ -561,19 +561,24 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
         && a.backups.iter().zip(&b.backups).all(|((ka, va), (kb, vb))| ka == kb && (Arc::ptr_eq(va, vb) || va == vb))
 }
 
-/// A hub with cluster `cluster` (Velero namespace `velero`) and location `shared` (written by `a`), nothing read yet.
+/// Location `shared`, written by `a`, nothing read yet.
 #[cfg(test)]
-pub(crate) fn test_hub(cluster: &str) -> Hub {
-    use crate::coordinator::location::LocationState;
-    use crate::resolve::{NamespaceMappings, ProtectedNamespaces};
-    let location = LocationState {
+fn test_location() -> crate::coordinator::location::LocationState {
+    crate::coordinator::location::LocationState {
         name: "shared".into(),
         source_cluster: "a".into(),
         insecure_tls: false,
         catalog: None,
         error: None,
         last_refresh: None,
-    };
+    }
+}
+
+/// A hub with cluster `cluster` (Velero namespace `velero`) and location `shared` (written by `a`), nothing read yet.
+#[cfg(test)]
+pub(crate) fn test_hub(cluster: &str) -> Hub {
+    use crate::resolve::{NamespaceMappings, ProtectedNamespaces};
+    let location = test_location();
     let protected = ProtectedNamespaces { listed: Default::default(), velero_namespaces: Default::default() };
     let mappings = NamespaceMappings::new(Vec::new(), protected).expect("mappings");
     let cluster = ClusterState { name: cluster.into(), velero_namespace: "velero".into(), ..Default::default() };
@@ -618,15 +623,7 @@ mod tests {
             prefix: "velero".into(),
             source_cluster: "a".into(),
         };
-        let state = LocationState {
-            name: "shared".into(),
-            source_cluster: "a".into(),
-            insecure_tls: false,
-            catalog: None,
-            error: None,
-            last_refresh: None,
-        };
-        let hub = Hub::new(Settings::default(), mappings, vec![cluster("a"), cluster("b")], vec![state]);
+        let hub = Hub::new(Settings::default(), mappings, vec![cluster("a"), cluster("b")], vec![test_location()]);
         let now = SystemTime::UNIX_EPOCH;
         hub.set_catalog(0, Ok(LocationCatalog::empty(location)), now);
         let bsls = watched_types().into_iter().find(|t| t.kind == STORAGE_LOCATION).expect("BSL type");

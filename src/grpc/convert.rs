@@ -3,7 +3,7 @@
 //! naming what is wrong with it. [`ObjectKey`] keys an item or reference by the object's identity in a cluster,
 //! on both ends.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -349,12 +349,7 @@ struct IdentityMeta<'a> {
 pub fn inventory_item(kind: &str, raw: &Value) -> InventoryItem {
     let (group, version) = api_of(kind).unwrap_or_default();
     let text = |pointer: &str| raw.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_string();
-    let map = |pointer: &str| {
-        raw.pointer(pointer)
-            .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-            .unwrap_or_default()
-    };
+    let map = |pointer: &str| lifted_map(raw, pointer);
     InventoryItem {
         group: group.into(),
         version: version.into(),
@@ -367,6 +362,14 @@ pub fn inventory_item(kind: &str, raw: &Value) -> InventoryItem {
         annotations: map("/metadata/annotations"),
         raw_json: serde_json::to_vec(raw).unwrap_or_default(),
     }
+}
+
+/// `metadata.labels` or `metadata.annotations` (`pointer`) of `raw`, lifted as an inventory item carries them.
+pub fn lifted_map(raw: &Value, pointer: &str) -> HashMap<String, String> {
+    raw.pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

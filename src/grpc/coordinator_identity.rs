@@ -21,9 +21,9 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tonic::codegen::http::Uri;
 use tonic::codegen::{BoxFuture, Context, Poll, Service};
-use x509_parser::extensions::GeneralName;
 
-use super::tls::TlsFiles;
+use super::identity;
+use super::tls::{TlsFiles, pem_certificates};
 
 /// The path of the coordinator's identity under its trust domain.
 const COORDINATOR_PATH: &str = "coordinator";
@@ -256,28 +256,12 @@ impl Service<Uri> for StrictConnector {
 }
 
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, StrictError> {
-    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| StrictError::file(path, e))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| StrictError::file(path, e))?;
-    if certs.is_empty() {
-        return Err(StrictError::file(path, "no PEM certificate in it"));
-    }
-    Ok(certs)
+    pem_certificates(path).map_err(|message| StrictError::file(path, message))
 }
 
 /// Every `spiffe://` URI SAN of a DER certificate (none when it does not parse).
 fn spiffe_uris(der: &[u8]) -> Vec<String> {
-    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else { return Vec::new() };
-    let Ok(Some(san)) = cert.subject_alternative_name() else { return Vec::new() };
-    san.value
-        .general_names
-        .iter()
-        .filter_map(|name| match name {
-            GeneralName::URI(uri) if uri.starts_with("spiffe://") => Some((*uri).to_owned()),
-            _ => None,
-        })
-        .collect()
+    identity::spiffe_uris(der).unwrap_or_default().into_iter().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

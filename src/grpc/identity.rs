@@ -63,21 +63,26 @@ pub enum IdentityError {
 /// Every `spiffe://` URI SAN counts, whatever its trust domain: a certificate naming two identities is
 /// refused rather than letting the order of SANs decide who the caller is.
 pub fn identity_from_der(der: &[u8], trust_domain: &str) -> Result<Role, IdentityError> {
+    let uris = spiffe_uris(der)?;
+    match uris.as_slice() {
+        [] => Err(IdentityError::NoIdentity),
+        [uri] => parse_identity(uri, trust_domain),
+        more => Err(IdentityError::Ambiguous(more.len())),
+    }
+}
+
+/// Every `spiffe://` URI SAN of a DER certificate, whatever its trust domain.
+pub fn spiffe_uris(der: &[u8]) -> Result<Vec<&str>, IdentityError> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| IdentityError::Malformed(e.to_string()))?;
     let san = cert.subject_alternative_name().map_err(|e| IdentityError::Malformed(e.to_string()))?;
-    let uris: Vec<&str> = san
+    Ok(san
         .iter()
         .flat_map(|ext| ext.value.general_names.iter())
         .filter_map(|name| match name {
             GeneralName::URI(uri) if uri.starts_with(SPIFFE) => Some(*uri),
             _ => None,
         })
-        .collect();
-    match uris.as_slice() {
-        [] => Err(IdentityError::NoIdentity),
-        [uri] => parse_identity(uri, trust_domain),
-        more => Err(IdentityError::Ambiguous(more.len())),
-    }
+        .collect())
 }
 
 /// The identity of the first certificate of a peer chain (what tonic's `Request::peer_certs` returns).

@@ -62,6 +62,20 @@ fn load(files: &TlsFiles) -> Result<(Certificate, Identity), TlsError> {
     Ok((Certificate::from_pem(ca), Identity::from_pem(cert, key)))
 }
 
+/// The PEM certificates of `path`, for the configs built with rustls directly (`tls_acceptor`,
+/// `coordinator_identity`); the error is a message for the caller to put beside the path.
+pub fn pem_certificates(path: &Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(path)
+        .map_err(|e| e.to_string())?
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("no PEM certificate in it".into());
+    }
+    Ok(certs)
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read { path: path.to_owned(), source })
 }

@@ -30,7 +30,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use super::revocation::{RevocationFile, RevocationList, Revoked};
-use super::tls::TlsFiles;
+use super::tls::{TlsFiles, pem_certificates};
 
 /// Why the TLS files could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -227,16 +227,7 @@ fn build(
 ) -> Result<(Arc<ServerConfig>, Arc<RevocationList>), ReloadError> {
     let file_error =
         |path: &std::path::Path, message: String| ReloadError::File { path: path.display().to_string(), message };
-    let certs = |path: &std::path::Path| -> Result<Vec<CertificateDer<'static>>, ReloadError> {
-        let certs: Vec<_> = CertificateDer::pem_file_iter(path)
-            .map_err(|e| file_error(path, e.to_string()))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| file_error(path, e.to_string()))?;
-        if certs.is_empty() {
-            return Err(file_error(path, "no PEM certificate in it".into()));
-        }
-        Ok(certs)
-    };
+    let certs = |path: &std::path::Path| pem_certificates(path).map_err(|message| file_error(path, message));
     let mut roots = RootCertStore::empty();
     for ca in certs(&files.ca)? {
         roots.add(ca).map_err(|e| file_error(&files.ca, e.to_string()))?;

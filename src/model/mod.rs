@@ -6,6 +6,7 @@ pub mod compressed_json;
 mod fuzz;
 pub mod inventory;
 pub mod inventory_updates;
+pub mod json_meta;
 pub mod labels;
 pub mod meta;
 pub mod names;

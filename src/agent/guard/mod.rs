@@ -25,6 +25,7 @@ use serde_json::Value;
 use super::cluster_api::describe;
 use crate::grpc::convert::{api_of, object_ref};
 use crate::grpc::proto::{DesiredItem, ObjectRef};
+use crate::model::json_meta;
 use crate::model::names::{invalid_namespace_name, invalid_object_name};
 use crate::model::ownership::is_ferry_managed_json;
 use crate::model::{Backup, BackupStorageLocation, Kind, NonAdminBackup, PodVolumeBackup, labels};
@@ -302,12 +303,14 @@ fn text<'v>(body: &'v Value, pointer: &str) -> &'v str {
     body.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// A label of `body`, empty when absent: the guard's rules read an absent mark and an empty one alike.
 fn label<'v>(body: &'v Value, key: &str) -> &'v str {
-    body.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str).unwrap_or_default()
+    json_meta::label(body, key).unwrap_or_default()
 }
 
+/// An annotation of `body`, empty when absent.
 fn annotation<'v>(body: &'v Value, key: &str) -> &'v str {
-    body.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str).unwrap_or_default()
+    json_meta::annotation(body, key).unwrap_or_default()
 }
 
 #[cfg(test)]
