@@ -452,7 +452,8 @@ async fn session(
                         backoff.reset();
                         let Some(set) = chunks::assemble(&mut partial_set, chunk) else { continue };
                         if !set_delta::is_delta(&set) {
-                            desired.send_replace(Some(Arc::new(set)));
+                            let held = desired.borrow().clone();
+                            desired.send_replace(Some(Arc::new(set_delta::share_held(held.as_deref(), set))));
                             continue;
                         }
                         let held = desired.borrow().clone();

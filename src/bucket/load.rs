@@ -1,6 +1,7 @@
 //! The catalog loader: lists a location and fetches, with bounded concurrency, only what changed since the
 //! previous refresh. Every object it cannot use is reported by key and skipped; the rest is unaffected.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use std::panic::AssertUnwindSafe;
@@ -87,6 +88,9 @@ impl Default for CatalogLimits {
         }
     }
 }
+
+/// How many backups a cold load reads before it hands out its first partial catalog (then twice as many each time).
+const FIRST_PARTIAL: usize = 16;
 
 /// What a refresh tells as it goes, for whoever shows progress (the CLI's progress bar or log lines on a long
 /// cold load). The library prints nothing itself; without a reporter nothing is reported.
@@ -187,6 +191,20 @@ impl Loader {
     /// Lists the location and returns its catalog, reusing every entry of `previous` whose objects did not
     /// change (no request for those beyond the listing).
     pub async fn refresh(&self, previous: Option<&LocationCatalog>) -> Result<LocationCatalog, LoadError> {
+        self.refresh_streaming(previous, &mut |_| {}).await
+    }
+
+    /// [`Loader::refresh`], handing `partial` the catalog read so far while a cold load runs (no `previous`, or
+    /// a `previous` that was itself partial), so that planning need not wait for the last of 100,000 backups.
+    /// A partial catalog's listing is `Incomplete` and names what is still to be read in `pending`: nothing is
+    /// retired from it and no later location takes a name it holds. Partials come after 16, 32, 64, … backups
+    /// read, so planning them all costs about as much as planning the final catalog once more.
+    pub async fn refresh_streaming(
+        &self,
+        previous: Option<&LocationCatalog>,
+        partial: &mut (dyn FnMut(LocationCatalog) + Send),
+    ) -> Result<LocationCatalog, LoadError> {
+        let cold = previous.is_none_or(|p| !p.pending.is_empty());
         let (mut names, objects) = self.list(previous).await?;
         let mut catalog = LocationCatalog::empty(self.location.clone());
         let capped = self.cap(&mut names.names);
@@ -198,7 +216,7 @@ impl Loader {
         let listed = group_listing(&self.layout, names.names, objects.objects);
         let prev_entry = |name: &str| previous.and_then(|p| p.backups.get(name));
 
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = BTreeSet::new();
         let mut fetches = Vec::new();
         for item in listed {
             if incomplete.is_some() {
@@ -243,12 +261,21 @@ impl Loader {
                     catalog.foreign_folders.insert(name.clone());
                 }
             }
+            // Listed by an earlier load that did not get to read them: still known to exist, still unread.
+            for name in previous.iter().flat_map(|p| p.pending.iter()) {
+                if !seen.contains(name) {
+                    catalog.pending.insert(name.clone());
+                }
+            }
         }
         let to_fetch = fetches.len();
         if let Some(progress) = &self.progress {
             progress.listed(&self.location.name, to_fetch, catalog.backups.len());
         }
         let mut done = 0;
+        let mut pending: BTreeSet<String> =
+            if cold { fetches.iter().map(|(listed, ..)| listed.name.clone()).collect() } else { BTreeSet::new() };
+        let mut next_partial = FIRST_PARTIAL;
         let mut results = futures::stream::iter(fetches)
             .map(|(listed, metadata, pvbs, previous)| {
                 let this = self.clone();
@@ -280,6 +307,8 @@ impl Loader {
             if let Some(progress) = &self.progress {
                 progress.fetched(&self.location.name, done, to_fetch);
             }
+            pending.remove(&name);
+            let partial_due = cold && done >= next_partial && done < to_fetch;
             match fetched {
                 Fetched::Ok(entry) => {
                     // Re-allocated here, away from the fetch tasks' short-lived buffers: the catalog outlives
@@ -302,6 +331,10 @@ impl Loader {
                     catalog.skipped.insert(name);
                 }
             }
+            if partial_due {
+                next_partial = done.saturating_mul(2);
+                partial(self.partial_catalog(&catalog, &pending, done, to_fetch));
+            }
         }
         // An unusable PVB file is reported on every refresh, like any bad object, also when its entry is reused.
         let pvb_errors: Vec<(String, String)> = catalog
@@ -317,6 +350,26 @@ impl Loader {
         }
         catalog.errors.sort();
         Ok(catalog)
+    }
+
+    /// What a cold load has read so far, as a catalog that claims no more than that: incomplete, with the
+    /// names still to read pending.
+    fn partial_catalog(
+        &self,
+        read: &LocationCatalog,
+        pending: &BTreeSet<String>,
+        done: usize,
+        to_fetch: usize,
+    ) -> LocationCatalog {
+        let mut catalog = read.clone();
+        catalog.errors.sort();
+        catalog.pending.extend(pending.iter().cloned());
+        let reason = format!("loading: {done} of {to_fetch} backups read");
+        catalog.listing = match &read.listing {
+            Listing::Complete => Listing::Incomplete { reason },
+            Listing::Incomplete { reason: listing } => Listing::Incomplete { reason: format!("{listing}; {reason}") },
+        };
+        catalog
     }
 
     /// Cuts `names` to `catalog.maxBackupsPerLocation`; returns why when it did. The caller marks the listing
@@ -527,6 +580,41 @@ mod tests {
         let cold = capped.refresh(None).await.expect("readable");
         assert_eq!(cold.backups.len() + cold.skipped.len() + cold.foreign_folders.len(), 2);
         assert!(matches!(cold.listing, Listing::Incomplete { .. }));
+    }
+
+    /// Issue 30: a cold load hands out what it has read so far, claiming no more than that. Every partial is
+    /// incomplete (so nothing is retired from it), accounts for every listed name (read, or pending), and holds
+    /// the very entries the final catalog holds; a warm refresh hands out none.
+    #[tokio::test]
+    async fn a_cold_load_hands_out_growing_incomplete_partials_that_account_for_every_listed_name() {
+        let (_dir, loader) = loader_of(150).await;
+        let mut partials = Vec::new();
+        let whole = loader.refresh_streaming(None, &mut |c| partials.push(c)).await.expect("readable");
+        assert_eq!(whole.listing, Listing::Complete);
+        assert!(whole.pending.is_empty());
+        let names = |c: &LocationCatalog| -> BTreeSet<String> {
+            c.backups.keys().chain(&c.skipped).chain(&c.foreign_folders).chain(&c.pending).cloned().collect()
+        };
+        let read_sizes: Vec<usize> = partials.iter().map(|p| p.backups.len() + p.skipped.len()).collect();
+        assert_eq!(read_sizes, [16, 32, 64, 128], "after 16 read, then twice as many each time");
+        for partial in &partials {
+            let Listing::Incomplete { reason } = &partial.listing else { panic!("a partial is complete") };
+            assert!(reason.starts_with("loading: ") && reason.ends_with(" backups read"), "{reason}");
+            assert_eq!(names(partial), names(&whole), "every listed name is read or pending");
+            assert!(partial.backups.keys().all(|b| !partial.pending.contains(b)));
+            for (name, entry) in &partial.backups {
+                assert_eq!(whole.backups.get(name), Some(entry), "{name}: the entry the final catalog holds");
+            }
+        }
+        let mut warm_partials = 0;
+        let warm = loader.refresh_streaming(Some(&whole), &mut |_| warm_partials += 1).await.expect("readable");
+        assert_eq!((warm_partials, warm.backups.len()), (0, whole.backups.len()), "a warm refresh is whole at once");
+        // A cold load that ended early (its last partial kept, say after a failed refresh) is cold again, and
+        // its next refresh reads what was pending.
+        let last = partials.pop().expect("partials");
+        let resumed = loader.refresh_streaming(Some(&last), &mut |_| {}).await.expect("readable");
+        assert_eq!(resumed.backups.keys().collect::<Vec<_>>(), whole.backups.keys().collect::<Vec<_>>());
+        assert!(resumed.pending.is_empty() && resumed.listing == Listing::Complete);
     }
 
     #[tokio::test]

@@ -105,6 +105,10 @@ pub struct LocationCatalog {
     pub foreign_folders: BTreeSet<String>,
     pub errors: Vec<CatalogError>,
     pub listing: Listing,
+    /// Backups listed but not read yet: set only on the partial catalogs a cold load hands out while it runs
+    /// (`bucket::load::Loader::refresh_streaming`), whose listing is then `Incomplete`. Present, so never
+    /// "deleted"; and each keeps its name taken, so a later location never wins a name this one holds.
+    pub pending: BTreeSet<String>,
     /// Set by the coordinator, not the loader: how long what ferry's objects refer to has been absent (rule 5).
     pub absences: absence::AbsenceLedger,
     /// Set by the coordinator: the error of the last refresh when it failed (this catalog is then the previous
@@ -139,6 +143,7 @@ impl LocationCatalog {
             foreign_folders: BTreeSet::new(),
             errors: Vec::new(),
             listing: Listing::Complete,
+            pending: BTreeSet::new(),
             absences: absence::AbsenceLedger::default(),
             refresh_error: None,
             collision: None,

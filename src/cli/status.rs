@@ -192,6 +192,13 @@ pub struct LocationView {
     /// Read without checking the server's TLS certificate (the config's key of the same name).
     #[serde(rename = "insecureSkipTLSVerify")]
     pub insecure_skip_tls_verify: bool,
+    /// Backups listed and not read yet while a cold load runs (the catalog is served as it loads).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pending: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Serialize)]
@@ -284,6 +291,7 @@ impl From<LocationStatus> for LocationView {
             collision: Some(l.collision).filter(|c| !c.is_empty()),
             writers: l.writers,
             insecure_skip_tls_verify: l.insecure_skip_tls_verify,
+            pending: l.pending,
         }
     }
 }

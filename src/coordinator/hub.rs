@@ -91,6 +91,8 @@ pub struct Hub {
     pub role: watch::Sender<Role>,
     /// The live counters and histograms of `/metrics`.
     pub telemetry: Telemetry,
+    /// The planned objects of the last recompute pass, found again by the next (`plan/template.rs`).
+    pub templates: TemplateCache,
 }
 
 impl Hub {
@@ -115,7 +117,9 @@ impl Hub {
             })
             .collect();
         let state = HubState { clusters, locations, ..Default::default() };
+        let templates = if settings.share_templates { TemplateCache::default() } else { TemplateCache::disabled() };
         Self {
+            templates,
             state: Mutex::new(state),
             changed: Notify::new(),
             settings,
@@ -286,6 +290,28 @@ impl Hub {
     /// deleted because a bucket is unreachable) and marks the location unhealthy. Every cluster is replanned
     /// when the catalog or the location's completeness changed.
     pub fn set_catalog(&self, index: usize, outcome: Result<LocationCatalog, String>, now: SystemTime) {
+        self.install_catalog(index, outcome, now, Refresh::Whole);
+    }
+
+    /// Installs what a cold load has read so far (`Loader::refresh_streaming`), so that planning starts before
+    /// the last backup is read. Its listing is incomplete, so nothing is retired from it; it is not a refresh
+    /// (`last_refresh` stays unset until the load ends). Ignored once the location holds a catalog that is not
+    /// itself partial: a partial never replaces a whole read.
+    pub fn set_partial_catalog(&self, index: usize, catalog: LocationCatalog, now: SystemTime) {
+        let whole_held =
+            self.lock().locations.get(index).and_then(|l| l.catalog.as_deref()).is_some_and(|c| c.pending.is_empty());
+        if !whole_held {
+            self.install_catalog(index, Ok(catalog), now, Refresh::Partial);
+        }
+    }
+
+    fn install_catalog(
+        &self,
+        index: usize,
+        outcome: Result<LocationCatalog, String>,
+        now: SystemTime,
+        refresh: Refresh,
+    ) {
         let mut state = self.lock();
         let Some(location) = state.locations.get_mut(index) else { return };
         let was_complete = location.is_complete();
@@ -318,8 +344,10 @@ impl Hub {
                 if catalog_changed {
                     location.catalog = Some(Arc::new(catalog));
                 }
-                location.error = None;
-                location.last_refresh = Some(now);
+                if refresh == Refresh::Whole {
+                    location.error = None;
+                    location.last_refresh = Some(now);
+                }
             }
             Err(error) => {
                 // The previous catalog stays, marked: nothing is retired from a location that failed.
@@ -529,6 +557,13 @@ fn refresh_collisions(state: &mut HubState) {
     }
 }
 
+/// Whether a catalog handed to the hub ends a refresh or is what a cold load read so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refresh {
+    Whole,
+    Partial,
+}
+
 /// The catalogs to plan with (locations never read are left out) and whether the set is complete.
 fn catalogs(locations: &[LocationState]) -> (Vec<Arc<LocationCatalog>>, bool) {
     let catalogs = locations.iter().filter_map(|l| l.catalog.clone()).collect();
@@ -554,6 +589,7 @@ fn same_catalog(a: &LocationCatalog, b: &LocationCatalog) -> bool {
         && a.errors == b.errors
         && a.skipped == b.skipped
         && a.foreign_folders == b.foreign_folders
+        && a.pending == b.pending
         && a.absences == b.absences
         && a.refresh_error == b.refresh_error
         && a.collision == b.collision
@@ -660,6 +696,47 @@ mod tests {
         hub.delta("b", b, now, checked, &[]).expect("delta");
         assert!(collision(&hub).collision.is_empty() && collision(&hub).writers.is_empty());
         assert_eq!(hub.take_dirty().clusters.len(), 2);
+    }
+
+    /// Issue 30: a cold load's partial catalog is planned and makes the coordinator ready, but it is no refresh
+    /// (last refresh unset, location not healthy, its message says it loads) and never replaces a whole read.
+    #[test]
+    fn a_partial_catalog_is_served_and_ready_but_no_refresh_and_never_replaces_a_whole_one() {
+        let hub = test_hub("b");
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000);
+        let location = LocationCatalog::empty(location_of(&hub));
+        let status = |hub: &Hub| hub.status(None, now).expect("status");
+        assert!(crate::coordinator::metrics::readiness(&status(&hub)).is_err(), "nothing read");
+
+        let mut partial = location.clone();
+        partial.pending.insert("daily-2".into());
+        partial.listing = Listing::Incomplete { reason: "loading: 1 of 2 backups read".into() };
+        hub.take_dirty();
+        hub.set_partial_catalog(0, partial.clone(), now);
+        assert_eq!(hub.take_dirty().clusters.len(), 1, "planned as it loads");
+        let loading = status(&hub).locations[0].clone();
+        assert_eq!((loading.pending, loading.last_refresh_unix, loading.healthy), (1, 0, false));
+        assert!(loading.message.contains("loading: 1 of 2 backups read"), "{}", loading.message);
+        crate::coordinator::metrics::readiness(&status(&hub)).expect("ready while it loads");
+
+        hub.set_catalog(0, Ok(location.clone()), now);
+        let read = status(&hub).locations[0].clone();
+        assert_eq!((read.pending, read.last_refresh_unix, read.healthy), (0, 1_000, true));
+        hub.take_dirty();
+        hub.set_partial_catalog(0, partial, now);
+        assert!(hub.take_dirty().clusters.is_empty(), "a late partial changes nothing");
+        assert_eq!(status(&hub).locations[0].pending, 0);
+    }
+
+    fn location_of(hub: &Hub) -> crate::catalog::Location {
+        let state = hub.location(0).expect("location 0");
+        crate::catalog::Location {
+            name: state.name,
+            kind: crate::catalog::StoreKind::S3,
+            bucket: "velero-backups".into(),
+            prefix: "velero".into(),
+            source_cluster: state.source_cluster,
+        }
     }
 
     /// The status page's list: backups some set still plans come first, then the rest by name, cut at the limit

@@ -120,12 +120,13 @@ pub fn gauges(status: &GetStatusResponse) -> ScrapeGauges {
     ScrapeGauges(families)
 }
 
-/// Ready when at least one location has been read successfully (or none is configured): one bucket that is
-/// down must not take the whole federation out of service. A location never read is simply absent from the
+/// Ready when at least one location has been read successfully, or is being served as a cold load reads it
+/// (or none is configured): one bucket that is down must not take the whole federation out of service, and a
+/// bucket of 100,000 backups must not keep agents away until its last one is read. A location never read is simply absent from the
 /// desired sets, which are then marked incomplete (nothing is ever deleted on them); its health is in
 /// `ferry_location_healthy` and `ferry status`. Returns the reason when not ready.
 pub fn readiness(status: &GetStatusResponse) -> Result<(), String> {
-    let read = |l: &&LocationStatus| l.last_refresh_unix != 0;
+    let read = |l: &&LocationStatus| l.last_refresh_unix != 0 || l.pending != 0;
     if status.locations.is_empty() || status.locations.iter().any(|l| read(&l)) {
         return Ok(());
     }

@@ -40,7 +40,7 @@ use crate::bucket::{self, Loader};
 use crate::config::LoadedConfig;
 use crate::grpc::identity::Authentication;
 use crate::grpc::tls_acceptor::{AcceptLimits, ReloadingTls, incoming};
-use crate::plan::{ClusterState, PlanOptions, TemplateCache};
+use crate::plan::{ClusterState, PlanOptions};
 use hub::Hub;
 use location::LocationState;
 use service::FederationService;
@@ -304,7 +304,8 @@ async fn refresh_location(hub: Arc<Hub>, index: usize, loader: Loader, mut shutd
     loop {
         let previous = hub.location(index).and_then(|l| l.catalog);
         let started = std::time::Instant::now();
-        let outcome = loader.refresh(previous.as_deref()).await;
+        let mut partial = |catalog| hub.set_partial_catalog(index, catalog, SystemTime::now());
+        let outcome = loader.refresh_streaming(previous.as_deref(), &mut partial).await;
         let elapsed = started.elapsed();
         hub.telemetry.refreshed(&name, outcome.is_ok(), elapsed);
         match &outcome {
@@ -357,28 +358,32 @@ async fn recompute_loop(hub: Arc<Hub>, options: PlanOptions, mut shutdown: watch
 /// One recompute pass over the dirty clusters. Returns how many sets were published.
 pub fn recompute(hub: &Hub, options: &PlanOptions) -> usize {
     let inputs = hub.take_dirty();
+    if inputs.clusters.is_empty() {
+        return 0;
+    }
     let started = std::time::Instant::now();
     let mut published = 0;
-    // Built once for every cluster of the pass that gets the same object (plan once, share: plan/template.rs).
-    let templates = if hub.settings.share_templates { TemplateCache::default() } else { TemplateCache::disabled() };
+    // Built once for every cluster of the pass that gets the same object, and kept for the next pass (plan once,
+    // share: plan/template.rs): a set planned again holds the objects it already published, not a second copy.
+    let templates = &hub.templates;
+    templates.begin_pass(&inputs.catalogs);
     for (cluster, generation) in &inputs.clusters {
-        let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete, &templates);
+        let desired = hub::compute(&inputs.catalogs, cluster, &hub.mappings, options, inputs.complete, templates);
         let (items, version) = (desired.items.len(), desired.version.clone());
         if hub.publish(&cluster.name, desired, *generation) {
             published += 1;
             tracing::debug!(cluster = %cluster.name, items, %version, "desired set published");
         }
     }
-    if !inputs.clusters.is_empty() {
-        let shared_items = hub.prune_items();
-        tracing::debug!(
-            clusters = inputs.clusters.len(),
-            published,
-            shared_objects = templates.len(),
-            shared_items,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "recompute pass"
-        );
-    }
+    templates.end_pass();
+    let shared_items = hub.prune_items();
+    tracing::debug!(
+        clusters = inputs.clusters.len(),
+        published,
+        shared_objects = templates.len(),
+        shared_items,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "recompute pass"
+    );
     published
 }

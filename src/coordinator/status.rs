@@ -104,6 +104,7 @@ pub fn location_status(location: &LocationState) -> LocationStatus {
         collision: catalog.and_then(|c| c.collision.as_ref()).map(|c| c.reason.clone()).unwrap_or_default(),
         writers: catalog.and_then(|c| c.collision.as_ref()).map(|c| c.writers.clone()).unwrap_or_default(),
         insecure_skip_tls_verify: location.insecure_tls,
+        pending: catalog.map_or(0, |c| c.pending.len() as u64),
     }
 }
 

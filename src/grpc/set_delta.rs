@@ -109,6 +109,21 @@ pub fn change<S: SetOfItems, C: SetOfItems>(sent: &S, current: &C, budget: usize
     delta
 }
 
+/// A whole set as the agent keeps it: an item equal to one of `held` takes the held copy's JSON (one copy of an
+/// object in both sets while a pass still applies the older), and every other item's JSON is copied out of the
+/// received message, whose buffer (a whole chunk's) would otherwise live as long as any one item decoded from it.
+pub fn share_held(held: Option<&DesiredSet>, mut set: DesiredSet) -> DesiredSet {
+    let before = held.and_then(keyed);
+    for item in &mut set.items {
+        let held_item = before.as_ref().zip(item.r#ref.as_ref()).and_then(|(before, r)| before.get(&key(r)));
+        item.raw_json = match held_item.filter(|h| h.raw_json == item.raw_json) {
+            Some(h) => h.raw_json.clone(),
+            None => bytes::Bytes::copy_from_slice(&item.raw_json),
+        };
+    }
+    set
+}
+
 /// Whether a received set is a delta (to be folded) rather than a whole set.
 pub fn is_delta(set: &DesiredSet) -> bool {
     !set.base_version.is_empty()
@@ -196,6 +211,24 @@ mod tests {
         assert_eq!(delta.total_items, 100);
         let folded = fold(Some(&v1), delta).unwrap();
         assert_eq!(folded, v2, "same items, same order, same version and completeness");
+    }
+
+    /// Issue 30: a whole set received while the agent holds another shares the unchanged items' JSON with it,
+    /// and holds nothing of the received message's buffer.
+    #[test]
+    fn a_whole_set_shares_unchanged_json_with_the_held_set_and_keeps_no_message_buffer() {
+        let held = set("v1", vec![item("a", "{\"a\":1}"), item("b", "{\"b\":1}")]);
+        let sent = set("v2", vec![item("a", "{\"a\":1}"), item("b", "{\"b\":2}"), item("c", "{\"c\":1}")]);
+        let message = bytes::Bytes::from(sent.encode_to_vec());
+        let in_message = |json: &bytes::Bytes| message.as_ptr_range().contains(&json.as_ptr());
+        let received = DesiredSet::decode(message.clone()).expect("decodes");
+        assert!(received.items.iter().all(|i| in_message(&i.raw_json)), "decoded as views of the message");
+        let kept = share_held(Some(&held), received);
+        assert_eq!(kept, sent);
+        assert_eq!(kept.items[0].raw_json.as_ptr(), held.items[0].raw_json.as_ptr(), "a: the held copy");
+        assert!(kept.items.iter().all(|i| !in_message(&i.raw_json)), "nothing points into the message");
+        let alone = share_held(None, DesiredSet::decode(message.clone()).expect("decodes"));
+        assert!(alone == sent && alone.items.iter().all(|i| !in_message(&i.raw_json)));
     }
 
     #[test]

@@ -223,6 +223,9 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
     let index = InventoryIndex::new(&cluster.inventory);
     // One name is one Backup on a cluster: the first location (in config order) that holds it wins.
     let mut first_location: BTreeMap<&str, &str> = BTreeMap::new();
+    // Names an earlier location listed and has not read yet (a cold load still running): whether it holds them
+    // is not known, so a later location's backup of that name waits, without a conflict, until it is.
+    let mut unread_earlier: BTreeSet<&str> = BTreeSet::new();
     for catalog in locations.iter().map(AsRef::as_ref) {
         let location = &catalog.location;
         let bsl = match binding::storage_location_for(cluster, location) {
@@ -244,6 +247,7 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
             for name in catalog.backups.keys() {
                 first_location.entry(name).or_insert(&location.name);
             }
+            unread_earlier.extend(catalog.pending.iter().map(String::as_str));
             continue;
         }
         if let Err(refusal) = binding::may_read(cluster, location, bsl) {
@@ -262,6 +266,9 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
         }
         let target = Target { cluster, location, bsl, options, templates, index: &index };
         for backup in catalog.backups.values() {
+            if unread_earlier.contains(backup.name.as_str()) {
+                continue;
+            }
             if let Some(first) = first_location.get(backup.name.as_str()) {
                 let reason = format!(
                     "backup {:?} is in location {first:?} too, which cluster {} reads first; one name is one Backup \
@@ -274,6 +281,7 @@ pub fn plan_cluster_with<L: AsRef<LocationCatalog>>(
             first_location.insert(&backup.name, &location.name);
             items.extend(plan_backup(&target, backup, mappings));
         }
+        unread_earlier.extend(catalog.pending.iter().map(String::as_str));
     }
     one_pod_volume_backup_per_name(&mut items);
     items.extend(retirement::plan(locations, cluster, options));

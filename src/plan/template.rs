@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::catalog::CatalogBackup;
+use crate::catalog::{CatalogBackup, LocationCatalog};
 use crate::model::{Object, PodVolumeBackup};
 
 /// An object to apply, held as its JSON text: that is what every set and stream sends, and a `serde_json::Value`
@@ -104,16 +104,30 @@ pub struct TemplateKey {
     pub target: Vec<String>,
 }
 
-/// One planning pass's shared objects. Dropped with the pass, so entries never outlive the catalogs their keys
-/// point at.
+/// Shared objects: within one planning pass, or (between [`TemplateCache::begin_pass`] and
+/// [`TemplateCache::end_pass`]) from one pass to the next, so that a set planned again from a grown catalog (a
+/// cold load's partials, a refresh with a few new backups) reuses what it planned before instead of holding a
+/// second copy of every object while the first is still published. Keys are entries' addresses: the cache holds
+/// the catalogs of the passes its keys come from, so no key outlives its entry and no address is reused under it.
 #[derive(Default)]
 pub struct TemplateCache {
-    objects: Mutex<HashMap<TemplateKey, PlannedObject>>,
+    /// Each object with the pass that last used it.
+    objects: Mutex<HashMap<TemplateKey, (PlannedObject, u64)>>,
+    pass: Mutex<Passes>,
     /// Each catalog entry's PVB file decoded once per pass (by the entry's address, as in [`TemplateKey`]):
     /// every cluster that lacks the PVBs reads the same file.
     pod_volume_backups: Mutex<HashMap<usize, Arc<Vec<Object<PodVolumeBackup>>>>>,
     /// Off: every object is built anew (for measuring what sharing saves).
     disabled: bool,
+}
+
+/// The passes a cache spans: the current one and the catalogs its keys point into.
+#[derive(Default)]
+struct Passes {
+    current: u64,
+    /// The catalogs of the previous pass and of this one: every key's entry lives in one of them.
+    catalogs: Vec<Arc<LocationCatalog>>,
+    previous_len: usize,
 }
 
 impl TemplateCache {
@@ -127,16 +141,47 @@ impl TemplateCache {
         if self.disabled {
             return PlannedObject::new(build());
         }
-        if let Some(found) = self.lock().get(&key) {
+        let pass = self.passes().current;
+        if let Some((found, used)) = self.lock().get_mut(&key) {
+            *used = pass;
             return found.clone();
         }
         // Built outside the lock: two clusters racing for one key build it twice, harmlessly.
         let built = PlannedObject::new(build());
-        self.lock().entry(key).or_insert(built).clone()
+        self.lock().entry(key).or_insert((built, pass)).0.clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TemplateKey, PlannedObject>> {
+    /// Starts a pass planned from `catalogs`: objects of the previous pass are found again for the entries these
+    /// catalogs still hold (the same `Arc`s).
+    pub fn begin_pass(&self, catalogs: &[Arc<LocationCatalog>]) {
+        let mut passes = self.passes();
+        passes.current += 1;
+        passes.previous_len = passes.catalogs.len();
+        passes.catalogs.extend(catalogs.iter().cloned());
+        self.decoded().clear();
+    }
+
+    /// Ends the pass: what it did not use is dropped, and with it the previous pass's catalogs.
+    pub fn end_pass(&self) {
+        let mut passes = self.passes();
+        let current = passes.current;
+        self.lock().retain(|_, (_, used)| *used == current);
+        let previous = passes.previous_len;
+        passes.catalogs.drain(..previous);
+        passes.previous_len = 0;
+        self.decoded().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TemplateKey, (PlannedObject, u64)>> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn passes(&self) -> std::sync::MutexGuard<'_, Passes> {
+        self.pass.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn decoded(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Arc<Vec<Object<PodVolumeBackup>>>>> {
+        self.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The PVBs of `entry`'s PVB file, decoded the first time in this pass.
@@ -145,13 +190,12 @@ impl TemplateCache {
             return Arc::new(entry.pod_volume_backups.objects());
         }
         let key = std::ptr::from_ref(entry) as usize;
-        let decoded = || self.pod_volume_backups.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(found) = decoded().get(&key) {
+        if let Some(found) = self.decoded().get(&key) {
             return found.clone();
         }
         // Decoded outside the lock, like the objects.
         let fresh = Arc::new(entry.pod_volume_backups.objects());
-        decoded().entry(key).or_insert(fresh).clone()
+        self.decoded().entry(key).or_insert(fresh).clone()
     }
 
     pub fn len(&self) -> usize {

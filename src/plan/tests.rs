@@ -651,6 +651,37 @@ fn one_backup_name_in_two_locations_is_one_create_and_a_reported_conflict() {
     assert!(items[1].reason.as_deref().unwrap().contains("in location \"shared\" too"), "{:?}", items[1].reason);
 }
 
+/// Issue 30: while the first location's cold load has listed a name and not read it, a later location's backup
+/// of that name waits (no item, no conflict to report): it must never win a name the first location holds.
+#[test]
+fn a_name_an_earlier_location_has_listed_but_not_read_is_not_taken_by_a_later_one() {
+    let mut t = cluster(vec![bsl("b-bsl", "velero"), bsl("b-bsl-2", "velero/other")]);
+    t.granted_locations.insert("other".into());
+    let options = PlanOptions { materialize_velero_backups: true, now: now(), ..Default::default() };
+    let mut locations = catalog(vec![entry(admin_backup("daily-2", "Completed"), 0)]);
+    locations[0].pending.insert("daily-1".into());
+    locations[0].listing = Listing::Incomplete { reason: "loading: 1 of 2 backups read".into() };
+    let mut other =
+        LocationCatalog::empty(Location { name: "other".into(), prefix: "velero/other".into(), ..location() });
+    for name in ["daily-1", "daily-3"] {
+        other.backups.insert(name.into(), entry(admin_backup(name, "Completed"), 0));
+    }
+    locations.push(other);
+    let loading = plan_cluster(&locations, &t, &identity(), &options).items;
+    assert_eq!(
+        summary(&loading),
+        [(Action::Create, "Backup", "velero", "daily-2"), (Action::Create, "Backup", "velero", "daily-3")]
+    );
+    assert_eq!(loading[1].object.as_ref().unwrap()["spec"]["storageLocation"], "b-bsl-2", "from location other");
+    // Read: the first location wins it, and the later one's is the reported conflict.
+    locations[0].pending.clear();
+    locations[0].backups.insert("daily-1".into(), entry(admin_backup("daily-1", "Completed"), 0));
+    let read = plan_cluster(&locations, &t, &identity(), &options).items;
+    let daily_1: Vec<_> = read.iter().filter(|i| i.name == "daily-1").collect();
+    assert_eq!(daily_1.iter().map(|i| i.action).collect::<Vec<_>>(), [Action::Create, Action::Conflict]);
+    assert_eq!(daily_1[0].object.as_ref().unwrap()["spec"]["storageLocation"], "b-bsl", "from location shared");
+}
+
 // === Rule 7: targets differ (plain Velero, no OADP) ===
 
 fn plain_velero(docs: Vec<Value>) -> ClusterState {
@@ -896,4 +927,46 @@ fn clusters_that_get_the_same_object_share_one_copy_and_others_get_their_own() {
     let alone = plan_cluster_with(&catalogs, &c, &identity(), &options, &TemplateCache::disabled()).items;
     assert_eq!(alone, on_c);
     assert!(!object(&alone, "Backup").unwrap().shares(&object(&on_c, "Backup").unwrap()));
+}
+
+/// Issue 30: a set planned again from a grown catalog (a cold load's next partial) holds the very objects the
+/// previous pass planned for the entries both share, so the coordinator never holds two copies of a set while
+/// the first is still published; a re-read entry (another `Arc`) is built anew, and what no pass uses any more
+/// is dropped with the catalogs it came from.
+#[test]
+fn a_pass_planned_again_from_a_grown_catalog_reuses_the_objects_the_previous_pass_planned() {
+    let t = cluster(vec![bsl("b-bsl", "velero")]);
+    let options = PlanOptions { now: now(), ..Default::default() };
+    let templates = TemplateCache::default();
+    let plan = |catalogs: &[Arc<LocationCatalog>]| {
+        templates.begin_pass(catalogs);
+        let items = plan_cluster_with(catalogs, &t, &identity(), &options, &templates).items;
+        templates.end_pass();
+        items
+    };
+    let backup_of = |items: &[PlanItem], name: &str| {
+        items.iter().find(|i| i.kind == "Backup" && i.name == name).and_then(|i| i.object.clone()).unwrap()
+    };
+    let first: Vec<Arc<LocationCatalog>> =
+        catalog(vec![entry(admin_backup("daily-1", "Completed"), 1)]).into_iter().map(Arc::new).collect();
+    let daily_1 = first[0].backups["daily-1"].clone();
+    let before = plan(&first);
+    let mut grown = LocationCatalog::clone(&first[0]);
+    grown.backups.insert("daily-2".into(), entry(admin_backup("daily-2", "Completed"), 1));
+    drop(first);
+    let grown = vec![Arc::new(grown)];
+    let after = plan(&grown);
+    assert!(backup_of(&after, "daily-1").shares(&backup_of(&before, "daily-1")), "planned once, held once");
+    assert_eq!(templates.len(), 4, "two Backups and two PVBs");
+
+    let mut reread = LocationCatalog::clone(&grown[0]);
+    reread.backups.insert("daily-1".into(), entry(admin_backup("daily-1", "Completed"), 1));
+    drop(grown);
+    let again = plan(&[Arc::new(reread)]);
+    let (old, new) = (backup_of(&after, "daily-1"), backup_of(&again, "daily-1"));
+    assert!(!old.shares(&new) && old == new, "another entry is built anew (equal here)");
+    assert!(backup_of(&again, "daily-2").shares(&backup_of(&after, "daily-2")));
+    assert_eq!(templates.len(), 4, "the first daily-1's objects are dropped");
+    drop((before, after, again));
+    assert_eq!(Arc::strong_count(&daily_1), 1, "nor does the cache keep the replaced entry alive");
 }
