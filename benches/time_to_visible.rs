@@ -9,6 +9,8 @@
 //! `cargo bench --bench time_to_visible` (or `e2e/bench-visible`) runs `FERRY_BENCH_SIZES` (default
 //! `2000,10000`) backups × 2 PVBs; `cargo test --all-targets` runs a smoke with 20 backups (Velero only if its
 //! binaries are cached) that fails if the objects never become listable. `FERRY_BENCH_VELERO=0` leaves Velero out.
+//! `FERRY_BENCH_COLD_ONLY=1` measures only ferry's cold start (first object, the coordinator's whole read, peak
+//! RSS), for sizes such as 100,000 whose creates would hold the bed for many minutes.
 
 #[path = "../tests/e2e_support/mod.rs"]
 mod e2e;
@@ -187,6 +189,9 @@ async fn run_size(n: usize, velero: Option<&(PathBuf, PathBuf)>, smoke: bool) ->
     let written = fixture::write(&bed.store(), &spec, 32).await?;
     eprintln!("   bucket: {} objects written in {:.1} s", written.objects, started.elapsed().as_secs_f64());
 
+    if std::env::var("FERRY_BENCH_COLD_ONLY").is_ok_and(|v| v == "1") {
+        return Ok(vec![run_ferry_cold(&bed, n, timeout).await?]);
+    }
     // The bed's env names the same binaries (up.sh runs build.sh, which builds them).
     if velero.is_some() {
         rows.extend(run_velero(&bed, n, smoke, timeout).await?);
@@ -194,12 +199,15 @@ async fn run_size(n: usize, velero: Option<&(PathBuf, PathBuf)>, smoke: bool) ->
     rows.extend(run_ferry(&bed, n, timeout).await?);
     if smoke {
         // Quick: on cluster a of the same bed, in a namespace of its own (Velero, if it ran, is stopped).
-        rows.push(run_limit(&bed, &spec, "bench-limit").await?);
+        rows.push(run_limit(&bed, &spec, "bench-limit", false).await?);
     } else {
         drop(bed);
         eprintln!("== {n} backups: a fresh test bed for the apiserver limit");
         let bed = TestBed::up();
-        rows.push(run_limit(&bed, &spec, VELERO_NS).await?);
+        rows.push(run_limit(&bed, &spec, VELERO_NS, false).await?);
+        // The same creates again, into another namespace of the same bed, while one client watches both kinds
+        // there, as ferry's agent (or Velero) watches what it creates: what a watching controller can reach.
+        rows.push(run_limit(&bed, &spec, "bench-limit-watched", true).await?);
     }
     for r in &rows {
         eprintln!("{}", table(std::slice::from_ref(r)).lines().last().unwrap_or_default());
@@ -447,13 +455,12 @@ async fn run_velero(bed: &TestBed, n: usize, smoke: bool, timeout: Duration) -> 
 }
 
 /// ferry on cluster `b`: BSL present, coordinator and agent started, then all objects listable; then repair.
-async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result<Vec<Row>> {
-    let b = bed.admin("b").await;
-    create_bsl(bed, &b).await?;
+/// ferry's coordinator and agent started on cluster `b` (its BSL created first), and when they were started.
+async fn start_ferry(bed: &TestBed, b: &kube::Client) -> anyhow::Result<(Daemon, Daemon, Instant)> {
+    create_bsl(bed, b).await?;
     let dir = bed.state.path().join("ferry");
     std::fs::create_dir_all(&dir)?;
     bed.write_reader_config(&dir, &[]);
-    let api_cpu_before = apiserver_cpu(bed, "b");
     let t0 = Instant::now();
     let mut coordinator = Daemon::spawn(
         Command::new(FERRY)
@@ -478,6 +485,52 @@ async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result
             .stdout(Stdio::null())
             .stderr(log_file(bed, "ferry-agent")?),
     )?;
+    Ok((coordinator, agent, t0))
+}
+
+/// A cold start at scale (`FERRY_BENCH_COLD_ONLY=1`, for sizes whose creates would take the bed many minutes,
+/// such as 100,000 backups): the first object listable, and when the coordinator has read the location whole
+/// (its log line), with both processes' peak RSS so far and how many objects were listable by then.
+async fn run_ferry_cold(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result<Row> {
+    let b = bed.admin("b").await;
+    let (coordinator, agent, t0) = start_ferry(bed, &b).await?;
+    let (first, _) = wait_visible(&b, t0, timeout, "ferry", |bk, p| bk + p > 0).await?;
+    let log = bed.state.path().join("logs/ferry-coordinator.log");
+    let loaded = loop {
+        if std::fs::read_to_string(&log).is_ok_and(|text| text.contains("location read whole")) {
+            break t0.elapsed().as_secs_f64();
+        }
+        if t0.elapsed() > timeout {
+            bail!("the coordinator did not read the location within {timeout:?}; see {}", log.display());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let (backups, pvbs) = count(&b).await?;
+    Ok(Row {
+        system: "ferry, cold start only".into(),
+        backups: n,
+        objects: backups + pvbs,
+        seconds: loaded,
+        cpu_s: Some(coordinator.cpu_s() + agent.cpu_s()),
+        peak_rss_mb: Some(coordinator.peak_rss_mb() + agent.peak_rss_mb()),
+        apiserver_cpu_s: None,
+        note: format!(
+            "until the coordinator had read the location whole; first object after {:.1} s; objects = listable by \
+             then; coordinator {:.1} s CPU, {:.0} MB; agent {:.1} s CPU, {:.0} MB",
+            first.unwrap_or(loaded),
+            coordinator.cpu_s(),
+            coordinator.peak_rss_mb(),
+            agent.cpu_s(),
+            agent.peak_rss_mb()
+        ),
+        load: proc_status::load_average(" / "),
+    })
+}
+
+async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result<Vec<Row>> {
+    let b = bed.admin("b").await;
+    let api_cpu_before = apiserver_cpu(bed, "b");
+    let (coordinator, agent, t0) = start_ferry(bed, &b).await?;
     eprintln!("   ferry: waiting for {n} Backups + {} PVBs", n * PVBS_PER_BACKUP);
     let result = wait_visible(&b, t0, timeout, "ferry", |bk, p| bk >= n && p >= n * PVBS_PER_BACKUP).await;
     let (first, all) = result.with_context(|| format!("see {}/logs/ferry-*.log", bed.state.path().display()))?;
@@ -542,7 +595,7 @@ async fn run_ferry(bed: &TestBed, n: usize, timeout: Duration) -> anyhow::Result
 
 /// The apiserver's limit: the bucket's own objects (Backups first, then their PVBs, as ferry's agent orders them
 /// by dependency layer) created by this process, `LIMIT_CONCURRENCY` at a time, in namespace `ns`.
-async fn run_limit(bed: &TestBed, spec: &FixtureSpec, ns: &str) -> anyhow::Result<Row> {
+async fn run_limit(bed: &TestBed, spec: &FixtureSpec, ns: &str, watched: bool) -> anyhow::Result<Row> {
     let a = bed.admin("a").await;
     let namespaces = api(&a, "", "v1", "Namespace", None);
     if namespaces.get_opt(ns).await?.is_none() {
@@ -580,6 +633,15 @@ async fn run_limit(bed: &TestBed, spec: &FixtureSpec, ns: &str) -> anyhow::Resul
     }
     let backup_api = api(&a, "velero.io", "v1", "Backup", Some(ns));
     let pvb_api = api(&a, "velero.io", "v1", "PodVolumeBackup", Some(ns));
+    let watchers = watched.then(|| {
+        let watch = |api: Api<DynamicObject>| {
+            tokio::spawn(async move {
+                let mut events = kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).boxed();
+                while events.next().await.is_some() {}
+            })
+        };
+        [watch(backup_api.clone()), watch(pvb_api.clone())]
+    });
     let api_cpu_before = apiserver_cpu(bed, "a");
     let t0 = Instant::now();
     let created: Vec<anyhow::Result<(String, String)>> = futures::stream::iter(backup_objects)
@@ -615,13 +677,23 @@ async fn run_limit(bed: &TestBed, spec: &FixtureSpec, ns: &str) -> anyhow::Resul
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let apiserver_cpu_s = Some(apiserver_cpu(bed, "a") - api_cpu_before);
+    for watcher in watchers.into_iter().flatten() {
+        watcher.abort();
+    }
+    let (system, watch_note) = match watched {
+        true => ("apiserver limit, watched", "; one watch on Backups and one on PVBs of that namespace meanwhile"),
+        false => ("apiserver limit", ""),
+    };
     Ok(Row {
-        system: "apiserver limit".into(),
+        system: system.into(),
         backups: spec.backups,
         objects,
         seconds,
-        apiserver_cpu_s: Some(apiserver_cpu(bed, "a") - api_cpu_before),
-        note: format!("the bucket's objects, {LIMIT_CONCURRENCY} creates in flight from one kube-rs client (admin)"),
+        apiserver_cpu_s,
+        note: format!(
+            "the bucket's objects, {LIMIT_CONCURRENCY} creates in flight from one kube-rs client (admin){watch_note}"
+        ),
         load: proc_status::load_average(" / "),
         ..Row::default()
     })

@@ -8,7 +8,7 @@
 //! watch channel. The real agent (kube reflectors) and the tests and benchmark all drive it the same way; what
 //! goes over the wire (chunks, deltas, TLS, backoff) is [`crate::grpc`]'s.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -428,11 +428,11 @@ async fn session(
         Err(status) => return Exit::Lost(format!("Session refused: {:?}: {}", status.code(), status.message())),
     };
     let budget = chunks::budget(config.max_message_bytes);
-    for body in mirror.resync_messages().into_iter().flat_map(|b| split(b, budget)) {
-        if out.send(AgentMessage { body: Some(body) }).await.is_err() {
-            return Exit::Lost("stream closed while sending the snapshot".into());
-        }
-    }
+    // What is to be sent, queued here rather than awaited where it is made: the loop must keep reading what the
+    // coordinator sends while the stream's send window is full. Awaiting each send, the agent stopped reading
+    // while a burst of deltas waited for the coordinator, whose session was waiting for the agent to read its
+    // acks and sets: both stopped for good (seen at 20,000 PVBs deleted at once; docs/performance.md).
+    let mut outbox: VecDeque<AgentBody> = mirror.resync_messages().into_iter().flat_map(|b| split(b, budget)).collect();
     link.send_modify(|l| {
         l.connected = true;
         l.connects += 1;
@@ -451,12 +451,11 @@ async fn session(
                         // A set arrived: the session is healthy, so the next loss starts the backoff afresh.
                         backoff.reset();
                         let Some(set) = chunks::assemble(&mut partial_set, chunk) else { continue };
+                        let held = desired.borrow().clone();
                         if !set_delta::is_delta(&set) {
-                            let held = desired.borrow().clone();
                             desired.send_replace(Some(Arc::new(set_delta::share_held(held.as_deref(), set))));
                             continue;
                         }
-                        let held = desired.borrow().clone();
                         match set_delta::fold(held.as_deref(), set) {
                             Ok(set) => {
                                 desired.send_replace(Some(Arc::new(set)));
@@ -464,10 +463,7 @@ async fn session(
                             Err(e) => {
                                 tracing::warn!(error = %e, "cannot fold the coordinator's delta; asking for the whole set");
                                 let held_version = held.map(|h| h.version.clone()).unwrap_or_default();
-                                let resync = Resync { held_version, reason: e.to_string() };
-                                if out.send(AgentMessage { body: Some(AgentBody::Resync(resync)) }).await.is_err() {
-                                    return Exit::Lost("stream closed while asking for the whole set".into());
-                                }
+                                outbox.push_back(AgentBody::Resync(Resync { held_version, reason: e.to_string() }));
                             }
                         }
                     }
@@ -485,20 +481,18 @@ async fn session(
                 Ok(None) => return Exit::Lost("the coordinator closed the stream".into()),
                 Err(status) => return Exit::Lost(format!("{:?}: {}", status.code(), status.message())),
             },
+            permit = out.reserve(), if !outbox.is_empty() => match (permit, outbox.pop_front()) {
+                (Ok(permit), body) => permit.send(AgentMessage { body }),
+                (Err(_), _) => return Exit::Lost("the stream closed while sending".into()),
+            },
             command = commands.recv() => match command {
-                Some(command) => {
-                    for body in split(mirror.apply(command), budget) {
-                        if out.send(AgentMessage { body: Some(body) }).await.is_err() {
-                            return Exit::Lost("stream closed while sending".into());
-                        }
-                    }
-                }
+                Some(command) => outbox.extend(split(mirror.apply(command), budget)),
                 None => return Exit::Shutdown,
             },
             _ = heartbeat.tick() => {
-                let beat = AgentMessage { body: Some(AgentBody::Heartbeat(Heartbeat {})) };
-                if out.send(beat).await.is_err() {
-                    return Exit::Lost("stream closed while sending a heartbeat".into());
+                // Any message says the agent is alive: a heartbeat only when nothing else is on its way.
+                if outbox.is_empty() {
+                    outbox.push_back(AgentBody::Heartbeat(Heartbeat {}));
                 }
             }
         }
@@ -559,5 +553,116 @@ mod tests {
             .collect();
         assert_eq!(resent[0], sent, "resent as it was sent");
         assert_eq!(resent[1].labels, sent.labels);
+    }
+}
+
+/// A stream where both sides send more than the transport holds before they read: the agent must keep reading.
+#[cfg(test)]
+mod full_duplex_tests {
+    use std::pin::Pin;
+
+    use tokio_stream::wrappers::TcpListenerStream;
+    use tonic::{Request, Response, Status, Streaming};
+
+    use super::*;
+    use crate::grpc::convert::{inventory_item, watched_types};
+    use crate::grpc::proto::federation_server::{Federation, FederationServer};
+    use crate::grpc::proto::{
+        CoordinatorMessage, DescribeBackupRequest, DescribeBackupResponse, DesiredItem, GetStatusRequest,
+        GetStatusResponse, PlanRequest, PlanResponse,
+    };
+
+    /// Bytes each side sends before it reads anything: far more than HTTP/2's windows and both channels hold.
+    const FLOOD_BYTES: usize = 24 << 20;
+
+    /// A coordinator that, as the real one can, sends everything it has before it reads what the agent sent:
+    /// `FLOOD_BYTES` of sets, then it reads until the agent's snapshot is whole.
+    struct SendsFirst {
+        snapshot_read: mpsc::UnboundedSender<()>,
+    }
+
+    type Outbound = Pin<Box<dyn tokio_stream::Stream<Item = Result<CoordinatorMessage, Status>> + Send>>;
+
+    #[tonic::async_trait]
+    impl Federation for SendsFirst {
+        type SessionStream = Outbound;
+
+        async fn session(&self, request: Request<Streaming<AgentMessage>>) -> Result<Response<Outbound>, Status> {
+            let mut inbound = request.into_inner();
+            let (tx, rx) = mpsc::channel(16);
+            let done = self.snapshot_read.clone();
+            tokio::spawn(async move {
+                let json = bytes::Bytes::from(vec![b' '; 256 << 10]);
+                for i in 0..FLOOD_BYTES / json.len() {
+                    let item = DesiredItem { raw_json: json.clone(), ..Default::default() };
+                    let set = DesiredSet { version: format!("v{i}"), items: vec![item], ..Default::default() };
+                    let message = CoordinatorMessage { body: Some(CoordinatorBody::DesiredSet(set)) };
+                    if tx.send(Ok(message)).await.is_err() {
+                        return;
+                    }
+                }
+                while let Ok(Some(message)) = inbound.message().await {
+                    if let Some(AgentBody::Snapshot(snapshot)) = message.body
+                        && snapshot.last
+                        && snapshot.resource.as_ref().is_some_and(|r| r.kind == "Backup")
+                    {
+                        let _ = done.send(());
+                    }
+                }
+            });
+            Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        }
+
+        async fn get_status(&self, _: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
+            Err(Status::unimplemented("test"))
+        }
+
+        async fn plan(&self, _: Request<PlanRequest>) -> Result<Response<PlanResponse>, Status> {
+            Err(Status::unimplemented("test"))
+        }
+
+        async fn describe_backup(
+            &self,
+            _: Request<DescribeBackupRequest>,
+        ) -> Result<Response<DescribeBackupResponse>, Status> {
+            Err(Status::unimplemented("test"))
+        }
+    }
+
+    /// The deadlock found at 20,000 PVBs deleted at once: the agent awaited each send and so stopped reading,
+    /// while the coordinator's session awaited the agent reading its sets and acks. Here both sides send
+    /// `FLOOD_BYTES` before reading; the agent's snapshot must still arrive whole, and its latest set too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_agent_keeps_reading_while_its_own_sends_wait_for_the_coordinator() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (snapshot_read, mut read) = mpsc::unbounded_channel();
+        let service = FederationServer::new(SendsFirst { snapshot_read }).max_decoding_message_size(64 << 20);
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(TcpListenerStream::new(listener)),
+        );
+        let backups = watched_types().into_iter().find(|t| t.kind == "Backup").expect("Backup type");
+        let filler = "x".repeat(200 << 10);
+        let items: Vec<InventoryItem> = (0..FLOOD_BYTES / filler.len())
+            .map(|i| {
+                let backup = serde_json::json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+                    "metadata": {"name": format!("b{i}"), "namespace": "velero", "uid": format!("u{i}"),
+                        "annotations": {"filler": filler}}});
+                inventory_item("Backup", &backup)
+            })
+            .collect();
+        let mut config = AgentConfig::new(format!("http://{addr}"), None);
+        config.dev_identity = Some("cluster/b".into());
+        let client = AgentClient::spawn(config, vec![(backups, items)]);
+        let within = Duration::from_secs(60);
+        tokio::time::timeout(within, read.recv()).await.expect("the snapshot arrived whole: no deadlock");
+        let mut desired = client.desired();
+        let last = format!("v{}", FLOOD_BYTES / (256 << 10) - 1);
+        let latest = tokio::time::timeout(within, desired.wait_for(|s| s.as_ref().is_some_and(|s| s.version == last)));
+        latest.await.expect("every set was read").expect("client running");
+        client.shutdown().await;
+        server.abort();
     }
 }

@@ -37,6 +37,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 
 use crate::bucket::{self, Loader};
+use crate::catalog::LocationCatalog;
 use crate::config::LoadedConfig;
 use crate::grpc::identity::Authentication;
 use crate::grpc::tls_acceptor::{AcceptLimits, ReloadingTls, incoming};
@@ -303,10 +304,30 @@ async fn refresh_location(hub: Arc<Hub>, index: usize, loader: Loader, mut shutd
     let name = loader.location().name.clone();
     loop {
         let previous = hub.location(index).and_then(|l| l.catalog);
+        let cold = previous.as_deref().is_none_or(|p| !p.pending.is_empty());
         let started = std::time::Instant::now();
-        let mut partial = |catalog| hub.set_partial_catalog(index, catalog, SystemTime::now());
+        let mut partial = |catalog: LocationCatalog| {
+            // A few lines per cold load (partials double), so that minutes of loading are not silent.
+            tracing::info!(
+                location = %name,
+                read = catalog.backups.len() + catalog.skipped.len(),
+                pending = catalog.pending.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "location loading; planned and served as it is read"
+            );
+            hub.set_partial_catalog(index, catalog, SystemTime::now());
+        };
         let outcome = loader.refresh_streaming(previous.as_deref(), &mut partial).await;
         let elapsed = started.elapsed();
+        if cold && let Ok(catalog) = &outcome {
+            tracing::info!(
+                location = %name,
+                backups = catalog.backups.len(),
+                errors = catalog.errors.len(),
+                elapsed_ms = elapsed.as_millis() as u64,
+                "location read whole"
+            );
+        }
         hub.telemetry.refreshed(&name, outcome.is_ok(), elapsed);
         match &outcome {
             Ok(catalog) => {
